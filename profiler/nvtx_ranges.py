@@ -1,0 +1,118 @@
+"""NVTX ranges in the ``pinprof`` domain that every Nsight Systems from 2022.4 on records.
+
+The trap (FACTS.md): from nvtx 0.2.11 on, ``nvtx.Domain``/``nvtx.push_range(domain=...)`` first ask
+``nvtxDomainIsEnabled``; Nsight Systems 2022.4 and 2023.4 do not implement it, answer "disabled", and
+the package silently hands back a dummy domain, so no range is recorded. We therefore call the
+package's low-level handles (``nvtx._lib.lib``: ``nvtxDomainCreateA``, ``nvtxDomainRegisterStringA``,
+``nvtxDomainRangePushEx``/``Pop``) directly. They skip that question, and every nsys records them.
+
+Without a tool attached the NVTX3 stubs are no-ops after the first call, so a push/pop pair costs a
+few hundred nanoseconds of Python. If the package is missing or its private API changes, we fall back to
+``torch.cuda.nvtx`` (default domain, still recorded by all versions), and then to nothing.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+DOMAIN = "pinprof"
+Backend = Literal["nvtx", "torch", "none"]
+
+# Phase colours, ARGB, chosen to match the plots so a user sees the same colours in nsys.
+COLORS: dict[str, int] = {
+    "batch": 0xFF9E9E9E, "fetch": 0xFF1F77B4, "pin": 0xFF9467BD, "stage": 0xFFFF7F0E,
+    "h2d": 0xFFD62728, "cpu_work": 0xFF2CA02C, "compute": 0xFF17BECF, "wait": 0xFF8C564B,
+}
+
+
+class NvtxEmitter:
+    """Pushes and pops ranges in one domain. Thread-safe: NVTX range stacks are per thread."""
+
+    def __init__(self, enabled: bool = True, backend: Backend | None = None) -> None:
+        self._lock = threading.Lock()
+        self._strings: dict[str, Any] = {}
+        self._push: Callable[[str], None]
+        self._pop: Callable[[], None]
+        self.backend: Backend = "none"
+        if not enabled or backend == "none":
+            self._push, self._pop = _noop_push, _noop_pop
+            return
+        if backend in (None, "nvtx") and self._init_nvtx():
+            self.backend = "nvtx"
+        elif backend in (None, "torch") and self._init_torch():
+            self.backend = "torch"
+        else:
+            self._push, self._pop = _noop_push, _noop_pop
+
+    def _init_nvtx(self) -> bool:
+        try:
+            from nvtx._lib import lib  # type: ignore[import-untyped]
+
+            handle = lib.DomainHandle(DOMAIN)
+            event_attributes, push_range, pop_range = lib.EventAttributes, lib.push_range, lib.pop_range
+            string_handle = lib.StringHandle
+        except (ImportError, AttributeError, TypeError):
+            return False
+
+        class _Registered:  # what EventAttributes expects of a message: a ``handle`` attribute
+            __slots__ = ("handle",)
+
+            def __init__(self, text: str) -> None:
+                self.handle = string_handle(handle, text)
+
+        attrs_cache: dict[str, Any] = {}
+
+        def push(name: str) -> None:
+            attrs = attrs_cache.get(name)
+            if attrs is None:
+                phase = name.split(" ", 1)[0]
+                attrs = event_attributes(None, _Registered(name), COLORS.get(phase, 0xFF7F7F7F))
+                # Batch names are unique: caching them would grow without bound on long runs.
+                if phase != "batch":
+                    with self._lock:
+                        attrs_cache[name] = attrs
+            push_range(attrs, handle)
+
+        def pop() -> None:
+            pop_range(handle)
+
+        self._handle = handle  # keep the domain alive as long as the emitter
+        self._push, self._pop = push, pop
+        return True
+
+    def _init_torch(self) -> bool:
+        try:
+            import torch.cuda.nvtx as tnvtx
+
+            tnvtx.range_push("pinprof")  # the C extension is present on CPU builds too
+            tnvtx.range_pop()
+        except (ImportError, RuntimeError, AttributeError):
+            return False
+        self._push = lambda name: tnvtx.range_push(name)  # noqa: E731
+        self._pop = lambda: tnvtx.range_pop()  # noqa: E731
+        return True
+
+    def push(self, name: str) -> None:
+        self._push(name)
+
+    def pop(self) -> None:
+        self._pop()
+
+    @contextmanager
+    def range(self, name: str) -> Iterator[None]:
+        """A range closed in ``finally``, so an exception never leaves it open."""
+        self._push(name)
+        try:
+            yield
+        finally:
+            self._pop()
+
+
+def _noop_push(name: str) -> None:
+    return None
+
+
+def _noop_pop() -> None:
+    return None

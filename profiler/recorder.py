@@ -1,0 +1,362 @@
+"""``TransferProfiler``: the one object a user wraps around their own loop.
+
+    prof = TransferProfiler(mode="pinned_nb")
+    for batch in prof.batches(loader):      # fetch timed, ``batch <n>`` NVTX range opened
+        x, y = prof.to_device(batch)        # stage + H2D, timed with CUDA events
+        with prof.cpu_work(): ...           # CPU work meant to overlap the copy
+        with prof.compute(): step(x, y)     # GPU work, timed with CUDA events
+    df = prof.timeline()                    # one row per batch (columns: profiler.timeline)
+
+Where it synchronizes: once when iteration starts and once in ``timeline()`` (clock anchors); in the
+blocking modes only where ``.to()`` itself does; in ``staged`` only to wait until one of its own
+pinned buffers is free again. Events are read when ``Event.query()`` says they are done, never by
+waiting. Everything else the loop does is untouched.
+"""
+from __future__ import annotations
+
+import warnings
+from array import array
+from collections import deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import pandas as pd
+import torch
+
+from . import batch_tree
+from .clock import Anchor, ClockMap, EventPool, now_ms, take_anchor
+from .modes import SPECS, Mode, parse_mode
+from .nvtx_ranges import NvtxEmitter
+from .pin_hook import PIN_HOOK
+from .staging import PinnedStager
+from .timeline import RAW_GPU, RAW_HOST, build_timeline
+
+NAN = float("nan")
+
+
+class PinprofWarning(UserWarning):
+    """A setting that makes a mode do something other than its name says."""
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """The device to copy to, checked: a clear error for one that does not exist here."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device {device!r} is not a device string; use e.g. 'cuda', 'cuda:0' or 'cpu'") from err
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device {str(device)!r} needs CUDA, but torch.cuda.is_available() is False here; pass "
+                "device='cpu' to measure only the loader, pin and CPU-work phases"
+            )
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise ValueError(f"device {str(device)!r} does not exist: this machine has {count} CUDA "
+                             f"device(s), cuda:0 to cuda:{count - 1}")
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+    elif dev.type != "cpu":
+        raise ValueError(f"device {str(device)!r}: pinprof profiles copies to 'cuda' devices (or 'cpu')")
+    return dev
+
+
+class _Store:
+    """Per-batch raw fields in compact columns: about 250 bytes a batch, so long runs stay small."""
+
+    def __init__(self) -> None:
+        self.floats: dict[str, array[float]] = {k: array("d") for k in RAW_HOST + RAW_GPU}
+        self.ints: dict[str, array[int]] = {k: array("q") for k in ("batch", "bytes")}
+        self.flags: dict[str, array[int]] = {k: array("b") for k in ("warmup", "copy_sync")}
+        self.src_memory: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.src_memory)
+
+    def append(self, rec: dict[str, Any]) -> int:
+        for k, col in self.floats.items():
+            col.append(rec.get(k, NAN))
+        for k, icol in self.ints.items():
+            icol.append(rec[k])
+        for k, fcol in self.flags.items():
+            fcol.append(1 if rec.get(k) else 0)
+        self.src_memory.append(rec.get("src_memory", "") or "")
+        return len(self.src_memory) - 1
+
+    def columns(self) -> dict[str, Any]:
+        out: dict[str, Any] = {**self.floats, **self.ints, "src_memory": self.src_memory}
+        out.update({k: [bool(v) for v in col] for k, col in self.flags.items()})
+        return out
+
+
+class TransferProfiler:
+    """Records every batch's phases (see ``profiler.timeline`` for the columns they become).
+
+    mode: how ``to_device`` copies (``profiler.modes``); ``"auto"`` picks ``pinned_nb`` for a pinned
+        first batch and ``pageable`` otherwise.
+    device: target device; default ``cuda`` if available, else ``cpu`` (GPU columns stay empty).
+    nvtx: emit NVTX ranges in domain ``pinprof``.
+    warmup: the first ``warmup`` batches are flagged ``warmup=True`` (kept, excluded from summaries).
+    """
+
+    def __init__(
+        self,
+        mode: Mode | Literal["auto"] = "auto",
+        device: str | torch.device | None = None,
+        *,
+        nvtx: bool = True,
+        run: str = "run",
+        scenario: str | None = None,
+        warmup: int = 0,
+        origin_ms: float | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        self.mode: Mode | Literal["auto"] = mode if mode == "auto" else parse_mode(mode)
+        if warmup < 0:
+            raise ValueError(f"warmup={warmup} must be >= 0")
+        self.device = resolve_device(device)
+        self.cuda = self.device.type == "cuda"
+        self.gpu_note = "" if self.cuda else "no CUDA device: GPU phases (h2d, compute) are not measured"
+        self.nvtx = NvtxEmitter(enabled=nvtx)
+        self.run, self.scenario, self.warmup = run, scenario, warmup
+        self._origin = origin_ms
+        self._config: dict[str, Any] = dict(config or {})
+        self._store = _Store()
+        self._pending: deque[tuple[int, tuple[Any, ...], bool]] = deque()
+        self._cur: dict[str, Any] | None = None
+        self._next_batch = 0
+        self._warned: set[str] = set()
+        self._anchor: Anchor | None = None
+        self._stager: PinnedStager | None = None
+        if self.cuda:
+            self._pool = EventPool(self.device)
+            self._copy_stream = torch.cuda.Stream(self.device)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
+        """Iterate ``loader``, timing each wait in ``next()``; at most ``limit`` batches."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit={limit} must be >= 0 or None")
+        self._begin(loader)
+        nvtx = self.nvtx
+        PIN_HOOK.install(nvtx)
+        try:
+            it = iter(loader)
+            count = 0
+            while limit is None or count < limit:
+                self._resolve_ready()
+                n = self._next_batch
+                rec: dict[str, Any] = {"batch": n, "warmup": n < self.warmup, "bytes": -1}
+                nvtx.push(f"batch {n}")
+                try:
+                    rec["batch_s"] = rec["fetch_s"] = now_ms()
+                    nvtx.push("fetch")
+                    try:
+                        batch = next(it)
+                    except StopIteration:
+                        break
+                    finally:
+                        rec["fetch_e"] = now_ms()
+                        nvtx.pop()
+                    pin = PIN_HOOK.pop(batch)
+                    if pin is not None:
+                        rec["pin_s"], rec["pin_e"] = pin
+                    self._cur = rec
+                    yield batch
+                finally:
+                    nvtx.pop()
+                    if self._cur is rec:
+                        rec["batch_e"] = now_ms()
+                        self._commit(rec)
+                        self._cur = None
+                count += 1
+        finally:
+            PIN_HOOK.uninstall()
+
+    def _begin(self, loader: Iterable[Any]) -> None:
+        if self._origin is None:
+            self._origin = now_ms()
+        if self.cuda and self._anchor is None:
+            self._anchor = take_anchor(torch.cuda.current_stream(self.device))
+        for key in ("batch_size", "num_workers", "pin_memory", "prefetch_factor"):
+            if key not in self._config and hasattr(loader, key):
+                self._config[key] = getattr(loader, key)
+        if self._config.get("num_workers") == 0:
+            self._config["prefetch_factor"] = None  # the DataLoader ignores it without workers
+        if self._config.get("pin_memory") and not self.cuda:
+            self._warn_once("pin-no-cuda", "the loader has pin_memory=True but there is no CUDA device: "
+                            "torch skips pinning, so pin_ms stays empty")
+
+    def _commit(self, rec: dict[str, Any]) -> None:
+        if rec["bytes"] < 0:
+            rec["bytes"] = 0  # to_device() was not called: nothing was moved
+            rec["src_memory"] = ""
+        h2d = rec.get("_h2d", (None, None))
+        events = (h2d[0], h2d[1], rec.get("_comp_start"), rec.get("_comp_end"))
+        row = self._store.append(rec)
+        if any(e is not None for e in events):
+            self._pending.append((row, events, rec.get("_pooled", True)))
+        self._next_batch += 1
+
+    # -- phases ---------------------------------------------------------------------------------
+    def to_device(self, batch: Any) -> Any:
+        """Move ``batch`` (tensors, nested containers, dataclasses) to the device as the mode says."""
+        rec = self._current("to_device")
+        tensors = batch_tree.require_tensors(batch)
+        rec["bytes"] = sum(batch_tree.tensor_bytes(t) for t in tensors)
+        kind = batch_tree.batch_memory_kind(tensors)
+        mode = self._resolve_mode(kind)
+        spec = SPECS[mode]
+        if spec.staged:
+            return self._staged(batch, rec, kind)
+        rec["src_memory"] = kind
+        if not self.cuda or kind == "device":
+            return batch_tree.map_tensors(batch, lambda t: t.to(self.device)) if self.cuda else batch
+        if spec.pin_memory and kind != "pinned":
+            self._warn_once("expect-pinned", f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
+                            "DataLoader, or the copy is staged by the driver and blocks")
+        compute_stream = torch.cuda.current_stream(self.device)
+        stream = self._copy_stream if spec.side_stream else compute_stream
+        start, end = self._pool.get(), self._pool.get()
+        nb, dev = spec.non_blocking, self.device
+        self.nvtx.push("h2d")
+        try:
+            with torch.cuda.stream(stream):
+                rec["call_s"] = now_ms()
+                start.record(stream)
+                out = batch_tree.map_tensors(batch, lambda t: t.to(dev, non_blocking=nb))
+                end.record(stream)
+                rec["call_e"] = now_ms()
+        finally:
+            self.nvtx.pop()
+        if spec.side_stream:
+            compute_stream.wait_event(end)  # GPU-side: compute starts after the copy, host goes on
+            for t in batch_tree.iter_tensors(out):
+                if t.device.type == "cuda":
+                    t.record_stream(compute_stream)
+        rec["copy_sync"] = (not nb) or kind != "pinned"
+        rec["_h2d"] = (start, end)
+        return out
+
+    def _staged(self, batch: Any, rec: dict[str, Any], kind: str) -> Any:
+        if self._stager is None:
+            self._stager = PinnedStager(self.device, stream=self._copy_stream if self.cuda else None,
+                                        pin=self.cuda)
+        self.nvtx.push("stage")
+        try:
+            res = self._stager.copy(batch, consumer=torch.cuda.current_stream(self.device) if self.cuda else None)
+        finally:
+            self.nvtx.pop()
+        rec["stage_s"], rec["stage_e"] = res.stage_start_ms, res.stage_end_ms
+        if self.cuda and res.dma_start is not None:
+            rec["call_s"], rec["call_e"] = res.stage_start_ms, res.stage_end_ms
+            rec["_h2d"] = (res.dma_start, res.dma_end)
+            rec["_pooled"] = False
+            rec["src_memory"] = "pinned"
+        else:
+            rec["src_memory"] = kind
+        return res.batch
+
+    @contextmanager
+    def cpu_work(self) -> Iterator[None]:
+        """Wrap CPU work meant to overlap the copy."""
+        rec = self._current("cpu_work")
+        self.nvtx.push("cpu_work")
+        start = now_ms()
+        try:
+            yield
+        finally:
+            end = now_ms()
+            self.nvtx.pop()
+            if "cpu_s" not in rec:
+                rec["cpu_s"], rec["cpu_sum"] = start, 0.0
+            rec["cpu_e"] = end
+            rec["cpu_sum"] += end - start
+
+    @contextmanager
+    def compute(self) -> Iterator[None]:
+        """Wrap GPU work; its start is also when the batch's data is needed (for ``wait_ms``)."""
+        rec = self._current("compute")
+        start = now_ms()
+        rec.setdefault("request", start)
+        stream = torch.cuda.current_stream(self.device) if self.cuda else None
+        if stream is not None:
+            ev = self._pool.get()
+            ev.record(stream)
+            rec.setdefault("_comp_start", ev)
+        self.nvtx.push("compute")
+        try:
+            yield
+        finally:
+            self.nvtx.pop()
+            end = now_ms()
+            if stream is not None:
+                ev = self._pool.get()
+                ev.record(stream)
+                old = rec.get("_comp_end")
+                if old is not None:
+                    self._pool.put(old)
+                rec["_comp_end"] = ev
+            if "comp_s" not in rec:
+                rec["comp_s"], rec["comp_sum"] = start, 0.0
+            rec["comp_e"] = end
+            rec["comp_sum"] += end - start
+
+    def _current(self, what: str) -> dict[str, Any]:
+        if self._cur is None:
+            raise RuntimeError(f"{what}() must be called inside `for batch in prof.batches(loader):`, "
+                               "after the batch arrives and before the next one is fetched")
+        return self._cur
+
+    def _resolve_mode(self, kind: str) -> Mode:
+        if self.mode == "auto":
+            self.mode = "pinned_nb" if kind == "pinned" else "pageable"
+        return self.mode
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, PinprofWarning, stacklevel=3)
+
+    # -- reading the events ---------------------------------------------------------------------
+    def _resolve_ready(self, block: bool = False) -> None:
+        """Read events of finished batches (never waits unless ``block``) and recycle them."""
+        anchor = self._anchor
+        while self._pending:
+            row, events, pooled = self._pending[0]
+            last = next((e for e in reversed(events) if e is not None), None)
+            if last is not None and not block and not last.query():
+                return
+            self._pending.popleft()
+            floats = self._store.floats
+            for key, ev in zip(RAW_GPU, events):
+                if ev is not None and anchor is not None:
+                    floats[key][row] = anchor.event.elapsed_time(ev)
+            if pooled:
+                self._pool.put(*events)
+            else:
+                self._pool.put(*events[2:])
+
+    def timeline(self) -> pd.DataFrame:
+        """One row per completed batch so far; safe to call mid-run (e.g. for a partial report)."""
+        clock: ClockMap | None = None
+        if self.cuda and self._anchor is not None:
+            last = take_anchor(torch.cuda.current_stream(self.device))
+            self._resolve_ready(block=True)
+            clock = ClockMap.between(self._anchor, last)
+        static = {"run": self.run, "mode": self.mode, "device": str(self.device), **self._config}
+        if self.mode != "auto":
+            static["non_blocking"] = SPECS[self.mode].non_blocking
+            static.setdefault("pin_memory", SPECS[self.mode].pin_memory)
+        static["scenario"] = self.scenario or str(self.mode)
+        origin = self._origin if self._origin is not None else now_ms()
+        return build_timeline(self._store.columns(), origin, clock, static)
+
+    def close(self) -> None:
+        """Free the staging buffers (pinned memory) once their copies are done."""
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
