@@ -1,0 +1,121 @@
+"""Writing and reading report files: atomic writes, and readers that fail with a clear message.
+
+Atomic: each file is written to a temporary name in the same folder, flushed to disk and renamed over
+the target, so a crash mid-write leaves the previous good file (or none), never half a CSV.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .timeline import SCHEMA, conform
+
+TIMELINE = "timeline.csv"
+SUMMARY = "summary.csv"
+META = "meta.json"
+
+
+class ReportError(ValueError):
+    """A report file is missing, unreadable or not what pinprof writes."""
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """CSV with full float precision (round-trips exactly); NaN is written as an empty cell."""
+    write_text_atomic(path, frame.to_csv(index=False, float_format="%.17g", lineterminator="\n"))
+
+
+def write_json(data: dict[str, Any], path: Path) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise ReportError(f"{path}: no such file") from err
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ReportError(f"{path}: not valid JSON ({err}); was the run interrupted while writing it?") from err
+    if not isinstance(data, dict):
+        raise ReportError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def resolve_timeline_path(path: Path) -> Path:
+    """A report folder or a CSV file -> the timeline CSV inside it."""
+    path = Path(path)
+    if path.is_dir():
+        for name in (TIMELINE, "nsys_timeline.csv"):
+            if (path / name).is_file():
+                return path / name
+        raise ReportError(f"{path}: no {TIMELINE} in this folder; pass a report folder made by `pinprof run` "
+                          "or a timeline CSV")
+    if not path.exists():
+        raise ReportError(f"{path}: no such file or folder")
+    return path
+
+
+REQUIRED = ("mode", "batch", "bytes")
+
+
+def read_timeline(path: Path) -> pd.DataFrame:
+    """Read a timeline CSV (pinprof's or an nsys import) back into the typed frame it was written from."""
+    path = resolve_timeline_path(path)
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError as err:
+        raise ReportError(f"{path}: the file is empty") from err
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise ReportError(f"{path}: not a CSV file pinprof can read ({str(err).splitlines()[0]})") from err
+    missing = [c for c in REQUIRED if c not in raw.columns]
+    if missing:
+        raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; is this a pinprof timeline? "
+                          f"(found: {', '.join(map(str, raw.columns[:8]))})")
+    bad: list[str] = []
+    for col, dtype in SCHEMA.items():
+        if col not in raw:
+            continue
+        try:
+            raw[col] = _parse(raw[col], dtype)
+        except (ValueError, TypeError):
+            bad.append(col)
+    if bad:
+        raise ReportError(f"{path}: column(s) {', '.join(bad)} hold values of the wrong type")
+    return conform(raw)
+
+
+def _parse(col: pd.Series, dtype: str) -> pd.Series:
+    if dtype == "float64":
+        return pd.to_numeric(col, errors="raise").astype("float64")
+    if dtype in ("int64", "Int64"):
+        num = pd.to_numeric(col, errors="raise")
+        if dtype == "int64" and num.isna().any():
+            raise ValueError("empty integer cell")
+        if (num.dropna() % 1 != 0).any():
+            raise ValueError("non-integer")
+        return num.astype(dtype)
+    if dtype in ("bool", "boolean"):
+        mapped = col.map({"True": True, "False": False, "true": True, "false": False, "1": True, "0": False})
+        if mapped[col.notna()].isna().any():
+            raise ValueError("not a boolean")
+        return mapped.astype("boolean" if dtype == "boolean" or col.isna().any() else "bool")
+    return col

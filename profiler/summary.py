@@ -1,0 +1,75 @@
+"""Per-scenario statistics derived from the per-batch timeline (never from stored means).
+
+``summarize`` returns one row per scenario with columns:
+    run, scenario, mode, device, batch_size, num_workers, pin_memory, non_blocking, prefetch_factor
+    batches (int: measured batches, warm-up excluded), bytes (int: median bytes per batch)
+    <phase>_ms_p50, <phase>_ms_p90 (ms) for fetch, pin, stage, h2d, h2d_call, dma, hidden_stage,
+        cpu_work, compute, wait, overlap, batch
+    h2d_GBps (GB/s, 1e9 bytes: median over batches of bytes / h2d time)
+    exposed_pct (%: total wait_ms over total batch_ms; the share of loop time spent waiting on copies)
+    overlap_pct (%: total overlap_ms over total h2d_ms; how much of the copy was hidden behind CPU work)
+    measured_s (s: sum of batch_ms), epoch_s (s: mean batch_ms times batches per epoch, when known)
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+KEYS = ["run", "scenario", "mode", "device", "batch_size", "num_workers", "pin_memory", "non_blocking",
+        "prefetch_factor"]
+STAT_PHASES = ("fetch", "pin", "stage", "h2d", "h2d_call", "dma", "hidden_stage", "cpu_work", "compute",
+               "wait", "overlap", "batch")
+
+
+def _ratio_pct(num: pd.Series, den: pd.Series) -> float:
+    n, d = num.sum(min_count=1), den.sum(min_count=1)
+    return float(100.0 * n / d) if pd.notna(n) and pd.notna(d) and d > 0 else np.nan
+
+
+def summarize(timeline: pd.DataFrame, batches_per_epoch: dict[str, int] | None = None) -> pd.DataFrame:
+    """One row per scenario (see module docstring); warm-up batches are left out."""
+    rows = timeline[~timeline["warmup"].astype(bool)]
+    keys = [k for k in KEYS if k in rows]
+    out = []
+    for key, g in rows.groupby(keys, dropna=False, sort=False):
+        rec = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        rec["batches"] = len(g)
+        rec["bytes"] = int(g["bytes"].median())
+        for p in STAT_PHASES:
+            col = g[f"{p}_ms"]
+            rec[f"{p}_ms_p50"] = col.median()
+            rec[f"{p}_ms_p90"] = col.quantile(0.9)
+        rate = g["bytes"] / g["h2d_ms"] / 1e6
+        rec["h2d_GBps"] = rate.median()
+        rec["exposed_pct"] = _ratio_pct(g["wait_ms"], g["batch_ms"])
+        rec["overlap_pct"] = _ratio_pct(g["overlap_ms"], g["h2d_ms"])
+        rec["measured_s"] = g["batch_ms"].sum() / 1e3
+        per_epoch = (batches_per_epoch or {}).get(str(rec["scenario"]))
+        rec["epoch_s"] = g["batch_ms"].mean() * per_epoch / 1e3 if per_epoch else np.nan
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+MD_COLUMNS = [("scenario", "scenario", "{}"), ("batches", "n", "{}"), ("bytes", "MiB", "{:.2f}"),
+              ("fetch_ms_p50", "fetch", "{:.3f}"), ("pin_ms_p50", "pin", "{:.3f}"),
+              ("stage_ms_p50", "stage", "{:.3f}"), ("h2d_ms_p50", "h2d", "{:.3f}"),
+              ("h2d_GBps", "GB/s", "{:.1f}"), ("cpu_work_ms_p50", "cpu", "{:.3f}"),
+              ("compute_ms_p50", "gpu", "{:.3f}"), ("wait_ms_p50", "wait", "{:.3f}"),
+              ("overlap_ms_p50", "overlap", "{:.3f}"), ("batch_ms_p50", "batch", "{:.3f}"),
+              ("exposed_pct", "exposed %", "{:.1f}")]
+
+
+def to_markdown(summary: pd.DataFrame) -> str:
+    """A compact Markdown table (medians in ms; empty = not measured)."""
+    head = "| " + " | ".join(h for _, h, _ in MD_COLUMNS) + " |"
+    sep = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(MD_COLUMNS))) + "|"
+    lines = [head, sep]
+    for _, row in summary.iterrows():
+        cells = []
+        for col, _, fmt in MD_COLUMNS:
+            v = row.get(col)
+            if col == "bytes" and pd.notna(v):
+                v = v / 2**20
+            cells.append("" if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else fmt.format(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\nMedians over measured batches, in ms; empty = not measured.\n"
