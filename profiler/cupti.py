@@ -1,0 +1,63 @@
+"""Independent figures from CUPTI, through torch.profiler (Kineto): the cross-check for our events.
+
+``capture`` runs a callable under torch.profiler and returns the memcpy records and the runtime API
+calls that issued them, from the exported Chrome trace (which keeps nanosecond precision; the
+FunctionEvent API rounds to microseconds).
+
+Columns of the returned frame:
+    kind (str: ``memcpy`` for GPU copy records, ``runtime`` for CUDA runtime calls)
+    name (str: e.g. ``Memcpy HtoD (Pinned -> Device)`` or ``cudaMemcpyAsync``)
+    src_memory (str: ``pageable`` / ``pinned`` / ``device`` for H2D memcpys, empty otherwise)
+    bytes (float: memcpy records only), start_us, dur_us (float, microseconds), correlation (int)
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+KINDS = {"Pageable -> Device": "pageable", "Pinned -> Device": "pinned", "Device -> Device": "device"}
+
+
+def src_memory_of(name: str) -> str:
+    for key, kind in KINDS.items():
+        if key in name:
+            return kind
+    return ""
+
+
+def capture(fn: Callable[[], Any]) -> pd.DataFrame:
+    """Run ``fn`` under torch.profiler (CPU + CUDA activities) and return its memcpys and runtime calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as fh:
+            trace = json.load(fh)
+    finally:
+        os.unlink(path)
+    rows = []
+    for ev in trace.get("traceEvents", []):
+        cat, name = ev.get("cat", ""), ev.get("name", "")
+        if ev.get("ph") != "X":
+            continue
+        args = ev.get("args", {})
+        if cat == "gpu_memcpy":
+            kind = "memcpy"
+        elif cat == "cuda_runtime" and "Memcpy" in name:
+            kind = "runtime"
+        else:
+            continue
+        rows.append({"kind": kind, "name": name, "src_memory": src_memory_of(name) if kind == "memcpy" else "",
+                     "bytes": float(args.get("bytes", float("nan"))), "start_us": float(ev["ts"]),
+                     "dur_us": float(ev.get("dur", 0.0)), "correlation": int(args.get("correlation", -1))})
+    frame = pd.DataFrame(rows, columns=["kind", "name", "src_memory", "bytes", "start_us", "dur_us", "correlation"])
+    return frame.sort_values("start_us", ignore_index=True)

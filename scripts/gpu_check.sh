@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, in one call of the device tool (from the repository root):
+#   GPU tests (pytest -m gpu), the scenario matrix, the quoted scenarios, the benchmarks.
+# Results go under $OUT (default /tmp/pinprof-gpu-check). Carry .whl (the nvtx cp312 wheel) and, for the
+# nsys checks, .nsys/target.deb (from scripts/get_nsys.sh).
+set -uo pipefail
+OUT=${OUT:-/tmp/pinprof-gpu-check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH=/tmp/site:$PWD
+# Nsight Systems target (capture side); the report is imported on the development machine.
+if [ -f .nsys/target.deb ]; then
+  mkdir -p /tmp/nsys && dpkg -x .nsys/target.deb /tmp/nsys
+  export PINPROF_NSYS=$(find /tmp/nsys -path '*target-linux-x64/nsys' -type f | head -n 1)
+fi
+log="$OUT/gpu_check.log"
+{
+  nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
+  python3 -c 'import torch, nvtx; print("torch", torch.__version__, "cuda", torch.version.cuda, "nvtx", nvtx.__version__ if hasattr(nvtx, "__version__") else "?")'
+  steps=${GPU_CHECK_STEPS:-tests run bench}
+  for step in $steps; do
+    echo "=== $step ($(date +%T))"
+    case $step in
+      tests) python3 -m pytest -m gpu -v -s -p no:cacheprovider tests ;;
+      run) python3 -m profiler run --out "$OUT/run-default" --force ;;
+      quoted) python3 scripts/naive_benchmark.py --out "$OUT/naive" && python3 scripts/better_benchmark.py --out "$OUT/better" ;;
+      bench) python3 scripts/bench_overhead.py ;;
+      transfer) python3 scripts/bench_transfer.py ;;
+      bandwidth) python3 -m profiler bandwidth --out "$OUT/bandwidth" ;;
+      nsys) bash scripts/nsys_profile.sh "$OUT/nsys" ;;
+      *) echo "unknown step $step" ;;
+    esac
+    echo "=== $step rc=$?"
+  done
+} 2>&1 | tee "$log"
+# Bring folders back as one archive (the device tool returns at most 8 files, 2 folders deep).
+(cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude gpu_check.log . 2>/dev/null)
