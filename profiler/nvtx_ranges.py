@@ -38,6 +38,7 @@ class NvtxEmitter:
         self.backend: Backend = "none"
         if not enabled or backend == "none":
             self._push, self._pop = _noop_push, _noop_pop
+            self.push, self.pop = self._push, self._pop  # type: ignore[method-assign]
             return
         if backend in (None, "nvtx") and self._init_nvtx():
             self.backend = "nvtx"
@@ -45,6 +46,8 @@ class NvtxEmitter:
             self.backend = "torch"
         else:
             self._push, self._pop = _noop_push, _noop_pop
+        # Bind the chosen functions as attributes: a per-batch call then skips one Python frame.
+        self.push, self.pop = self._push, self._pop  # type: ignore[method-assign]
 
     def _init_nvtx(self) -> bool:
         try:

@@ -18,7 +18,7 @@ import warnings
 from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any, Literal
 
 import pandas as pd
@@ -64,32 +64,89 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
+HOST_FIELDS = ("batch", "bytes", "warmup", "copy_sync", "src_memory") + RAW_HOST
+_TEMPLATE: dict[str, Any] = {**{k: NAN for k in RAW_HOST}, "bytes": -1, "warmup": False, "copy_sync": False,
+                             "src_memory": ""}
+_host_row = itemgetter(*HOST_FIELDS)
+_FLUSH = 1024
+
+
 class _Store:
-    """Per-batch raw fields in compact columns: about 250 bytes a batch, so long runs stay small."""
+    """Per-batch raw fields in compact columns: about 250 bytes a batch, so long runs stay small.
+
+    Rows arrive as tuples (one C-level itemgetter per batch) and are moved into typed arrays every
+    ``_FLUSH`` batches; GPU fields are filled in place when their events complete.
+    """
 
     def __init__(self) -> None:
-        self.floats: dict[str, array[float]] = {k: array("d") for k in RAW_HOST + RAW_GPU}
-        self.ints: dict[str, array[int]] = {k: array("q") for k in ("batch", "bytes")}
-        self.flags: dict[str, array[int]] = {k: array("b") for k in ("warmup", "copy_sync")}
-        self.src_memory: list[str] = []
+        self.host: dict[str, Any] = {k: array("d") for k in RAW_HOST}
+        self.host.update({"batch": array("q"), "bytes": array("q"), "warmup": array("b"),
+                          "copy_sync": array("b"), "src_memory": []})
+        self.gpu: dict[str, array[float]] = {k: array("d") for k in RAW_GPU}
+        self._rows: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:
-        return len(self.src_memory)
+        return len(self.gpu["h2d_gs"])
 
     def append(self, rec: dict[str, Any]) -> int:
-        for k, col in self.floats.items():
-            col.append(rec.get(k, NAN))
-        for k, icol in self.ints.items():
-            icol.append(rec[k])
-        for k, fcol in self.flags.items():
-            fcol.append(1 if rec.get(k) else 0)
-        self.src_memory.append(rec.get("src_memory", "") or "")
-        return len(self.src_memory) - 1
+        self._rows.append(_host_row(rec))
+        if len(self._rows) >= _FLUSH:
+            self._flush()
+        for col in self.gpu.values():
+            col.append(NAN)
+        return len(self.gpu["h2d_gs"]) - 1
+
+    def _flush(self) -> None:
+        if self._rows:
+            for key, values in zip(HOST_FIELDS, zip(*self._rows)):
+                self.host[key].extend(values)
+            self._rows.clear()
 
     def columns(self) -> dict[str, Any]:
-        out: dict[str, Any] = {**self.floats, **self.ints, "src_memory": self.src_memory}
-        out.update({k: [bool(v) for v in col] for k, col in self.flags.items()})
+        self._flush()
+        out: dict[str, Any] = {**self.host, **self.gpu}
+        out["warmup"] = [bool(v) for v in self.host["warmup"]]
+        out["copy_sync"] = [bool(v) for v in self.host["copy_sync"]]
         return out
+
+
+class _Phase:
+    """Context manager for one host-timed phase; a class, not @contextmanager, to keep it cheap."""
+
+    __slots__ = ("prof", "rec", "name", "start", "event")
+
+    def __init__(self, prof: TransferProfiler, rec: dict[str, Any], name: str) -> None:
+        self.prof, self.rec, self.name = prof, rec, name
+
+    def __enter__(self) -> None:
+        prof, rec = self.prof, self.rec
+        self.start = now_ms()
+        if self.name == "compute":
+            if rec["request"] != rec["request"]:  # NaN: first compute of this batch
+                rec["request"] = self.start
+            if prof.cuda:
+                stream = rec.get("_stream") or torch.cuda.current_stream(prof.device)
+                ev = prof._pool.get()
+                ev.record(stream)
+                rec.setdefault("_comp_start", ev)
+        prof.nvtx.push(self.name)
+
+    def __exit__(self, *exc: object) -> None:
+        prof, rec = self.prof, self.rec
+        prof.nvtx.pop()
+        end = now_ms()
+        key = "cpu" if self.name == "cpu_work" else "comp"
+        if self.name == "compute" and prof.cuda:
+            ev = prof._pool.get()
+            ev.record(rec.get("_stream") or torch.cuda.current_stream(prof.device))
+            old = rec.get("_comp_end")
+            if old is not None:
+                prof._pool.put(old)
+            rec["_comp_end"] = ev
+        if rec[key + "_s"] != rec[key + "_s"]:
+            rec[key + "_s"], rec[key + "_sum"] = self.start, 0.0
+        rec[key + "_e"] = end
+        rec[key + "_sum"] += end - self.start
 
 
 class TransferProfiler:
@@ -149,7 +206,8 @@ class TransferProfiler:
             while limit is None or count < limit:
                 self._resolve_ready()
                 n = self._next_batch
-                rec: dict[str, Any] = {"batch": n, "warmup": n < self.warmup, "bytes": -1}
+                rec = dict(_TEMPLATE)
+                rec["batch"], rec["warmup"] = n, n < self.warmup
                 nvtx.push(f"batch {n}")
                 try:
                     rec["batch_s"] = rec["fetch_s"] = now_ms()
@@ -193,7 +251,6 @@ class TransferProfiler:
     def _commit(self, rec: dict[str, Any]) -> None:
         if rec["bytes"] < 0:
             rec["bytes"] = 0  # to_device() was not called: nothing was moved
-            rec["src_memory"] = ""
         h2d = rec.get("_h2d", (None, None))
         events = (h2d[0], h2d[1], rec.get("_comp_start"), rec.get("_comp_end"))
         row = self._store.append(rec)
@@ -218,25 +275,33 @@ class TransferProfiler:
         if spec.pin_memory and kind != "pinned":
             self._warn_once("expect-pinned", f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
                             "DataLoader, or the copy is staged by the driver and blocks")
-        compute_stream = torch.cuda.current_stream(self.device)
+        compute_stream = rec["_stream"] = torch.cuda.current_stream(self.device)
         stream = self._copy_stream if spec.side_stream else compute_stream
         start, end = self._pool.get(), self._pool.get()
         nb, dev = spec.non_blocking, self.device
         self.nvtx.push("h2d")
         try:
             with torch.cuda.stream(stream):
+                # Destinations first, so the event window holds the copies and nothing else;
+                # empty_like keeps .to()'s layout rule (strides kept for dense tensors).
+                srcs = [t for t in tensors if t.device.type == "cpu"]
+                dsts = [torch.empty_like(t, device=dev) for t in srcs]
                 rec["call_s"] = now_ms()
                 start.record(stream)
-                out = batch_tree.map_tensors(batch, lambda t: t.to(dev, non_blocking=nb))
-                end.record(stream)
+                for i, (d, t) in enumerate(zip(dsts, srcs)):
+                    d.copy_(t, non_blocking=nb)
+                    if i == 0:
+                        rec["submit"] = now_ms()
                 rec["call_e"] = now_ms()
+                end.record(stream)
         finally:
             self.nvtx.pop()
+        moved = iter(dsts)
+        out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.device.type == "cpu" else t.to(dev))
         if spec.side_stream:
             compute_stream.wait_event(end)  # GPU-side: compute starts after the copy, host goes on
-            for t in batch_tree.iter_tensors(out):
-                if t.device.type == "cuda":
-                    t.record_stream(compute_stream)
+            for d in dsts:
+                d.record_stream(compute_stream)
         rec["copy_sync"] = (not nb) or kind != "pinned"
         rec["_h2d"] = (start, end)
         return out
@@ -247,12 +312,14 @@ class TransferProfiler:
                                         pin=self.cuda)
         self.nvtx.push("stage")
         try:
-            res = self._stager.copy(batch, consumer=torch.cuda.current_stream(self.device) if self.cuda else None)
+            consumer = rec["_stream"] = torch.cuda.current_stream(self.device) if self.cuda else None
+            res = self._stager.copy(batch, consumer=consumer)
         finally:
             self.nvtx.pop()
         rec["stage_s"], rec["stage_e"] = res.stage_start_ms, res.stage_end_ms
         if self.cuda and res.dma_start is not None:
             rec["call_s"], rec["call_e"] = res.stage_start_ms, res.stage_end_ms
+            rec["submit"] = res.first_submit_ms
             rec["_h2d"] = (res.dma_start, res.dma_end)
             rec["_pooled"] = False
             rec["src_memory"] = "pinned"
@@ -260,50 +327,16 @@ class TransferProfiler:
             rec["src_memory"] = kind
         return res.batch
 
-    @contextmanager
-    def cpu_work(self) -> Iterator[None]:
-        """Wrap CPU work meant to overlap the copy."""
-        rec = self._current("cpu_work")
-        self.nvtx.push("cpu_work")
-        start = now_ms()
-        try:
-            yield
-        finally:
-            end = now_ms()
-            self.nvtx.pop()
-            if "cpu_s" not in rec:
-                rec["cpu_s"], rec["cpu_sum"] = start, 0.0
-            rec["cpu_e"] = end
-            rec["cpu_sum"] += end - start
+    def cpu_work(self) -> _Phase:
+        """Context manager around CPU work meant to overlap the copy (host clock, NVTX)."""
+        return _Phase(self, self._current("cpu_work"), "cpu_work")
 
-    @contextmanager
-    def compute(self) -> Iterator[None]:
-        """Wrap GPU work; its start is also when the batch's data is needed (for ``wait_ms``)."""
-        rec = self._current("compute")
-        start = now_ms()
-        rec.setdefault("request", start)
-        stream = torch.cuda.current_stream(self.device) if self.cuda else None
-        if stream is not None:
-            ev = self._pool.get()
-            ev.record(stream)
-            rec.setdefault("_comp_start", ev)
-        self.nvtx.push("compute")
-        try:
-            yield
-        finally:
-            self.nvtx.pop()
-            end = now_ms()
-            if stream is not None:
-                ev = self._pool.get()
-                ev.record(stream)
-                old = rec.get("_comp_end")
-                if old is not None:
-                    self._pool.put(old)
-                rec["_comp_end"] = ev
-            if "comp_s" not in rec:
-                rec["comp_s"], rec["comp_sum"] = start, 0.0
-            rec["comp_e"] = end
-            rec["comp_sum"] += end - start
+    def compute(self) -> _Phase:
+        """Context manager around GPU work (CUDA events on the current stream; host clock on CPU).
+
+        Its entry also marks when the batch's data is needed, for ``wait_ms``.
+        """
+        return _Phase(self, self._current("compute"), "compute")
 
     def _current(self, what: str) -> dict[str, Any]:
         if self._cur is None:
@@ -331,10 +364,10 @@ class TransferProfiler:
             if last is not None and not block and not last.query():
                 return
             self._pending.popleft()
-            floats = self._store.floats
+            gpu = self._store.gpu
             for key, ev in zip(RAW_GPU, events):
                 if ev is not None and anchor is not None:
-                    floats[key][row] = anchor.event.elapsed_time(ev)
+                    gpu[key][row] = anchor.event.elapsed_time(ev)
             if pooled:
                 self._pool.put(*events)
             else:

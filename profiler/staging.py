@@ -41,6 +41,7 @@ class StageResult:
     stage_end_ms: float
     dma_start: torch.cuda.Event | None
     dma_end: torch.cuda.Event | None
+    first_submit_ms: float = float("nan")
 
 
 class PinnedStager:
@@ -116,6 +117,7 @@ class PinnedStager:
         start = now_ms()
         first: list[torch.cuda.Event | None] = [None]
         last: list[torch.cuda.Event | None] = [None]
+        self._first_submit = float("nan")
 
         def one(t: torch.Tensor) -> torch.Tensor:
             if t.device.type != "cpu":
@@ -130,7 +132,7 @@ class PinnedStager:
                 t.record_stream(consumer)
         if not self._cuda:
             out = batch  # nothing to transfer: the memcpy was the measurement
-        return StageResult(out, start, now_ms(), first[0], last[0])
+        return StageResult(out, start, now_ms(), first[0], last[0], self._first_submit)
 
     def _copy_tensor(
         self, src: torch.Tensor, first: list[torch.cuda.Event | None], last: list[torch.cuda.Event | None]
@@ -161,6 +163,8 @@ class PinnedStager:
                     first[0] = torch.cuda.Event(enable_timing=True)
                     first[0].record(self.stream)
                 dst_rows[lo:lo + part.shape[0]].copy_(staged, non_blocking=True)  # type: ignore[index]
+                if self._first_submit != self._first_submit:  # NaN: this was the first DMA
+                    self._first_submit = now_ms()
                 done = torch.cuda.Event(enable_timing=True)
                 done.record(self.stream)
             self._free[k] = done

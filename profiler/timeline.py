@@ -56,6 +56,8 @@ CONFIG: dict[str, str] = {
     "device": "str", "batch_size": "Int64", "num_workers": "Int64", "pin_memory": "boolean",
     "non_blocking": "boolean", "prefetch_factor": "Int64",
 }
+# What a missing identity column means in a file from elsewhere (an nsys import, an older version).
+DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_size": 1}
 SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG}
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 GPU_COLUMNS: tuple[str, ...] = ("h2d_ms", "compute_ms")
@@ -63,7 +65,7 @@ GPU_COLUMNS: tuple[str, ...] = ("h2d_ms", "compute_ms")
 # Raw per-batch fields the recorder fills: host times in ms on the now_ms clock, GPU times in ms
 # elapsed since the first anchor event (NaN when absent).
 RAW_HOST = ("batch_s", "batch_e", "fetch_s", "fetch_e", "pin_s", "pin_e", "stage_s", "stage_e",
-            "call_s", "call_e", "cpu_s", "cpu_e", "cpu_sum", "comp_s", "comp_e", "comp_sum", "request")
+            "call_s", "submit", "call_e", "cpu_s", "cpu_e", "cpu_sum", "comp_s", "comp_e", "comp_sum", "request")
 RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge")
 
 
@@ -92,12 +94,16 @@ def build_timeline(
         h2d_s = h2d_e = np.full(n, np.nan)
         comp_s, comp_e = f["comp_s"], f["comp_e"]
         comp_ms = np.asarray(raw["comp_sum"], dtype=float)
+    sync = np.asarray(raw["copy_sync"], dtype=bool)
+    # On an idle stream the start event fires when it is submitted, before the copy is: for copies
+    # that do not block the host, the copy cannot start before its submission (host time just after
+    # the first copy call, on the same aligned clock), so the interval starts at the later of the two.
+    h2d_s = np.where(sync | np.isnan(f["submit"]), h2d_s, np.fmax(h2d_s, f["submit"]))
     _interval(out, "h2d", h2d_s, h2d_e)
     out["h2d_call_ms"] = f["call_e"] - f["call_s"]
     out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)
     _interval(out, "cpu_work", f["cpu_s"], f["cpu_e"], np.asarray(raw["cpu_sum"], dtype=float))
     _interval(out, "compute", comp_s, comp_e, comp_ms)
-    sync = np.asarray(raw["copy_sync"], dtype=bool)
     request = np.where(np.isnan(f["request"]), f["batch_e"], f["request"])
     wait_s = np.where(sync, f["call_s"], request)
     wait_e = np.where(sync, f["call_e"], np.fmax(request, h2d_e))
@@ -130,7 +136,7 @@ def conform(frame: pd.DataFrame) -> pd.DataFrame:
     """Columns in schema order and dtype; missing columns added empty (older or foreign files)."""
     for col, dtype in SCHEMA.items():
         if col not in frame:
-            fill: Any = False if dtype == "bool" else (np.nan if dtype == "float64" else pd.NA)
+            fill: Any = DEFAULTS.get(col, np.nan if dtype == "float64" else pd.NA)
             frame[col] = pd.Series(fill, index=frame.index)
     frame = frame[list(COLUMNS) + [c for c in frame.columns if c not in SCHEMA]]
     return frame.astype({c: t for c, t in SCHEMA.items()})

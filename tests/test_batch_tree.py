@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import dataclasses
+from collections import namedtuple
+
+import pytest
+import torch
+
+from profiler.batch_tree import BatchTypeError, batch_bytes, batch_memory_kind, iter_tensors, map_tensors, require_tensors
+
+
+@dataclasses.dataclass
+class Sample:
+    image: torch.Tensor
+    meta: dict
+    name: str = "x"
+
+
+Pair = namedtuple("Pair", "a b")
+
+
+def test_bytes_count_every_tensor_in_nested_containers() -> None:
+    batch = {"img": torch.zeros(4, 3, dtype=torch.float32),            # 48
+             "pair": Pair(torch.zeros(2, dtype=torch.int64), [torch.zeros(5, dtype=torch.uint8)]),  # 16 + 5
+             "sample": Sample(torch.zeros(3, dtype=torch.float16), {"k": (torch.zeros(1, dtype=torch.float64),)}),  # 6 + 8
+             "label": 3, "text": "hello"}
+    assert batch_bytes(batch) == 48 + 16 + 5 + 6 + 8
+    assert len(list(iter_tensors(batch))) == 5
+
+
+def test_a_view_counts_only_its_elements() -> None:
+    base = torch.arange(100, dtype=torch.float32).reshape(10, 10)
+    view = base[:, 1]  # non-contiguous, 10 elements of a 400-byte storage
+    assert not view.is_contiguous()
+    assert batch_bytes(view) == 40
+
+
+def test_map_rebuilds_the_same_structure() -> None:
+    batch = [Pair(torch.ones(2), {"x": torch.ones(1)}), Sample(torch.ones(3), {"m": torch.ones(2)}, "keep"), 7]
+    out = map_tensors(batch, lambda t: t * 2)
+    assert isinstance(out[0], Pair) and isinstance(out[1], Sample) and out[1].name == "keep" and out[2] == 7
+    assert torch.equal(out[0].a, torch.full((2,), 2.0)) and torch.equal(out[1].meta["m"], torch.full((2,), 2.0))
+
+
+def test_memory_kind_of_cpu_tensors_is_pageable_here() -> None:
+    assert batch_memory_kind([torch.ones(3), torch.ones(2)]) == "pageable"
+
+
+@pytest.mark.parametrize("batch", [3, "text", {"a": [1, 2]}, None])
+def test_a_batch_without_tensors_gets_an_error_naming_its_type(batch: object) -> None:
+    with pytest.raises(BatchTypeError, match=type(batch).__name__):
+        require_tensors(batch)

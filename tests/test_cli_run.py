@@ -1,0 +1,84 @@
+"""`pinprof run` end to end on the CPU, and its usage errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from profiler.cli import main
+from profiler.report_io import read_timeline
+
+SMALL = ["--batches", "4", "--warmup", "1", "--batch-size", "16", "--num-workers", "0", "--dataset-size", "256",
+         "--cpu-work-ms", "0.5"]
+
+
+def test_run_writes_a_complete_report_with_gpu_columns_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rep"
+    assert main(["run", "--out", str(out), *SMALL, "--device", "cpu", "--modes", "pageable,staged"]) == 0
+    printed = capsys.readouterr().out
+    assert "no CUDA device" in printed or "GPU phases" in printed
+    assert {"timeline.csv", "summary.csv", "summary.md", "meta.json"} <= {p.name for p in out.iterdir()}
+    tl = read_timeline(out)
+    assert len(tl) == 2 * 5 and set(tl["mode"]) == {"pageable", "staged"}
+    assert tl.h2d_ms.isna().all() and tl.compute_ms.isna().all()
+    assert tl[tl["mode"] == "staged"].stage_ms.notna().all()
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary.batches) == [4, 4] and (summary.fetch_ms_p50 > 0).all()
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["partial"] is False and meta["device"] == "cpu" and "pinprof run" in meta["command"]
+    assert "| scenario |" in printed
+
+
+def test_existing_report_folder_is_not_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "timeline.csv").write_text("precious")
+    assert main(["run", "--out", str(out), *SMALL, "--device", "cpu"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert (out / "timeline.csv").read_text() == "precious"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--modes", "turbo"], "unknown mode"),
+    (["--batch-size", "0"], "--batch-size '0' must be > 0"),
+    (["--batch-size", "-64"], "must be > 0"),
+    (["--batch-size", "abc"], "is not a int"),
+    (["--num-workers", "-1"], "must be >= 0"),
+    (["--cpu-work-ms", "x"], "is not a float"),
+    (["--batches", "3", "--epochs", "1"], "not allowed with"),
+    (["--dataset", "cifar10", "--data-root", "/nonexistent/path"], "is not a folder"),
+    (["--dataset", "cifar10"], "needs --data-root"),
+    (["--device", "cuda:3"], "needs CUDA|does not exist"),
+])
+def test_bad_arguments_exit_2_with_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  args: list[str], message: str) -> None:
+    code: int | str | None
+    try:
+        code = main(["run", "--out", str(tmp_path / "o"), *args])
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert pytest.importorskip("re").search(message, err), err
+    assert "Traceback" not in err
+
+
+def test_cifar10_root_without_the_data_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--out", str(tmp_path / "o"), "--dataset", "cifar10", "--data-root", str(tmp_path)]) == 2
+    assert "holds no CIFAR-10" in capsys.readouterr().err
+
+
+def test_unwritable_out_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["run", "--out", str(blocker / "sub"), *SMALL, "--device", "cpu"]) == 2
+    assert "not writable" in capsys.readouterr().err
+
+
+def test_python_dash_m_entry_point(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "profiler", "--version"], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.startswith("pinprof ")

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from profiler import TransferProfiler
+from profiler.report_io import ReportError, read_timeline, write_csv, write_text_atomic
+
+
+def small_timeline() -> pd.DataFrame:
+    prof = TransferProfiler(mode="pageable", device="cpu", warmup=1, run="rt")
+    for batch in prof.batches([torch.randn(8, 3)] * 4):
+        prof.to_device(batch)
+        with prof.cpu_work():
+            pass
+    return prof.timeline()
+
+
+def test_csv_round_trip_gives_an_equal_frame(tmp_path: Path) -> None:
+    tl = small_timeline()
+    write_csv(tl, tmp_path / "timeline.csv")
+    back = read_timeline(tmp_path)  # a folder resolves to its timeline.csv
+    pd.testing.assert_frame_equal(tl, back)
+    assert back["h2d_ms"].isna().all()  # written empty, read back as NaN, never 0
+    assert ",," in (tmp_path / "timeline.csv").read_text()
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:
+    target = tmp_path / "timeline.csv"
+    target.write_text("good\n")
+
+    class Boom(str):
+        def __str__(self) -> str:
+            raise RuntimeError
+
+    with pytest.raises(TypeError):
+        write_text_atomic(target, 123)  # type: ignore[arg-type]
+    assert target.read_text() == "good\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["timeline.csv"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "empty"),
+    ("a,b\n1,2\n", "missing column"),
+    ("\x00\x01\x02binary", "missing column|not a CSV"),
+    ('mode,batch,bytes\npinned,"unterminated\n', "not a CSV|missing|wrong type"),
+    ("mode,batch,bytes\npinned,zero,10\n", "batch.*wrong type"),
+    ("mode,batch,bytes,h2d_ms\npinned,0,10,fast\n", "h2d_ms.*wrong type"),
+])
+def test_bad_files_give_a_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    with pytest.raises(ReportError, match=message):
+        read_timeline(path)
+
+
+def test_a_folder_without_a_timeline_says_what_to_pass(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="no timeline.csv"):
+        read_timeline(tmp_path)
+    with pytest.raises(ReportError, match="no such file"):
+        read_timeline(tmp_path / "nope.csv")
+
+
+def test_a_minimal_foreign_timeline_is_completed_with_empty_columns(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("mode,batch,bytes,h2d_ms,src_memory\npinned,0,100,0.5,pinned\npinned,1,100,,pinned\n")
+    tl = read_timeline(path)
+    assert tl.h2d_ms.iloc[0] == 0.5 and pd.isna(tl.h2d_ms.iloc[1]) and tl.fetch_ms.isna().all()
+    assert not tl.warmup.any()
