@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pandas as pd
+
 from ._version import __version__
 from .modes import MODES
 
@@ -119,7 +121,89 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 130 if interrupted else 0
 
 
-COMMANDS: list[Callable[[Any], None]] = [_add_run]
+def _add_nsys(sub: Any) -> None:
+    p = sub.add_parser("nsys", help="run a command under Nsight Systems and import the capture",
+                       description="pinprof nsys [--out DIR] -- COMMAND ...: CUDA + NVTX tracing, then "
+                                   "nsys_timeline.csv (and nsys_compare.csv when DIR holds a pinprof timeline).")
+    p.add_argument("--out", type=Path, default=Path("nsys-report"), help="folder for the capture and tables")
+    p.add_argument("--capture-range", default=None, help="start capturing at this pinprof NVTX range (e.g. 'batch 10')")
+    p.add_argument("--compare", type=Path, default=None, help="pinprof timeline (or report folder) to compare with")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to profile")
+    p.set_defaults(func=_cmd_nsys)
+    p = sub.add_parser("nsys-import", help="turn an nsys capture (.sqlite, .nsys-rep, .qdstrm) into nsys_timeline.csv")
+    p.add_argument("report", type=Path)
+    p.add_argument("--compare", type=Path, default=None, help="pinprof timeline (or report folder) to compare with")
+    p.add_argument("--out", type=Path, default=None, help="folder for the tables (default: next to the report)")
+    p.set_defaults(func=_cmd_nsys_import)
+    p = sub.add_parser("nsys-compare", help="pinprof's CUDA-event h2d_ms next to CUPTI's, per batch")
+    p.add_argument("timeline", type=Path, help="pinprof timeline.csv or report folder")
+    p.add_argument("nsys_timeline", type=Path, help="nsys_timeline.csv from nsys-import")
+    p.set_defaults(func=_cmd_nsys_compare)
+
+
+def _print_compare(table: Any) -> None:
+    if table.empty:
+        print("no batch matched between the two tables (scenario and batch must agree)")
+        return
+    big = table[table.bytes >= 1 << 20]
+    for (scen, mem), g in table.groupby(["scenario", "src_memory"], sort=False):
+        gb = big[(big.scenario == scen) & (big.src_memory == mem)]
+        rel = gb.rel_diff.abs() if len(gb) else g.rel_diff.abs()
+        print(f"{scen} [{mem}]: {len(g)} batches, pinprof h2d {g.h2d_ms_pinprof.median():.4f} ms, CUPTI "
+              f"{g.h2d_ms_cupti.median():.4f} ms, |rel diff| median {rel.median():.2%} p90 {rel.quantile(0.9):.2%}")
+
+
+def _cmd_nsys(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import torch
+
+    from . import nsys_run
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError("give the command to profile after --, e.g. pinprof nsys -- python train.py")
+    captured = nsys_run.profile(command, args.out, gpu=torch.cuda.is_available(), capture_range=args.capture_range)
+    print(f"pinprof nsys: captured {captured}")
+    if captured.suffix == ".qdstrm" and nsys_run.importer_for(nsys_run.find_nsys()) is None:
+        print(f"pinprof nsys: this nsys has no importer; run `pinprof nsys-import {captured}` where Nsight "
+              "Systems' host part is (scripts/get_nsys.sh)")
+        return 0
+    compare_with = args.compare or next(iter(sorted(args.out.rglob("timeline.csv"))), None)
+    table = nsys_run.import_report(captured, args.out, compare_with)
+    print(f"pinprof nsys: {len(table)} batches -> {args.out / 'nsys_timeline.csv'}")
+    if compare_with is not None:
+        _print_compare(pd.read_csv(args.out / "nsys_compare.csv"))
+    return 0
+
+
+def _cmd_nsys_import(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from . import nsys_run
+
+    table = nsys_run.import_report(args.report, args.out, args.compare)
+    out = Path(args.out or nsys_run.to_sqlite(args.report).parent)
+    print(table[["scenario", "batch", "bytes", "src_memory", "h2d_ms", "api_ms", "h2d_call_ms", "fetch_ms",
+                 "batch_ms"]].head(12).to_string(index=False))
+    print(f"pinprof nsys-import: {len(table)} batches -> {out / 'nsys_timeline.csv'}")
+    if args.compare is not None:
+        _print_compare(pd.read_csv(out / "nsys_compare.csv"))
+    return 0
+
+
+def _cmd_nsys_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from . import report_io
+    from .nsys_import import compare
+
+    ours = report_io.read_timeline(args.timeline)
+    theirs = pd.read_csv(args.nsys_timeline)
+    if "api_ms" not in theirs:
+        raise UsageError(f"{args.nsys_timeline}: not an nsys_timeline.csv (no api_ms column); make one with "
+                         "pinprof nsys-import")
+    theirs = theirs.assign(scenario=theirs.scenario.fillna("").astype(str))
+    table = compare(ours.assign(scenario=ours.scenario.fillna("").astype(str)), theirs)
+    _print_compare(table)
+    return 0
+
+
+COMMANDS: list[Callable[[Any], None]] = [_add_run, _add_nsys]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,11 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .batch_tree import BatchTypeError
     from .datasets import DatasetError
     from .report_io import ReportError
+    from .nsys_run import NsysError
 
     try:
         return int(args.func(args, argv))
     except (UsageError, DatasetError, ReportError, BatchTypeError, FileExistsError, PermissionError,
-            ValueError) as err:
+            NsysError, ValueError) as err:
         print(f"pinprof {args.verb}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

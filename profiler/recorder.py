@@ -200,6 +200,8 @@ class TransferProfiler:
         self._begin(loader)
         nvtx = self.nvtx
         PIN_HOOK.install(nvtx)
+        # One range around the loop names the scenario, so an nsys import can tell loops apart.
+        nvtx.push(f"loop {self.scenario or self.mode}")
         try:
             it = iter(loader)
             count = 0
@@ -232,6 +234,7 @@ class TransferProfiler:
                         self._cur = None
                 count += 1
         finally:
+            nvtx.pop()
             PIN_HOOK.uninstall()
 
     def _begin(self, loader: Iterable[Any]) -> None:

@@ -38,7 +38,7 @@ def balanced_and_nested(calls: list[tuple[str, str]]) -> bool:
     depth = 0
     for kind, name in calls:
         if kind == "push":
-            if name.startswith("batch ") and depth != 0:
+            if name.startswith("loop ") and depth != 0 or name.startswith("batch ") and depth != 1:
                 return False
             depth += 1
         else:
@@ -81,7 +81,7 @@ def test_nvtx_ranges_nest_per_batch_and_close() -> None:
             pass
     assert balanced_and_nested(calls)
     names = [n for k, n in calls if k == "push"]
-    assert names[:3] == ["batch 0", "fetch", "cpu_work"] and "batch 2" in names
+    assert names[:4] == ["loop pageable", "batch 0", "fetch", "cpu_work"] and "batch 2" in names
 
 
 def test_a_loader_that_raises_keeps_earlier_batches_and_closes_every_range() -> None:
