@@ -50,12 +50,13 @@ def test_mode_reaches_the_memcpy_kind_its_name_says(mode: str) -> None:
     assert set(h2d.src_memory) == {expected}, set(h2d.name)
 
 
+@pytest.mark.parametrize("mode", ["pinned_nb", "pinned"])
 @pytest.mark.parametrize("size_mib", [1, 4, 12.5, 64])
-def test_pinned_h2d_ms_agrees_with_cupti(size_mib: float) -> None:
+def test_pinned_h2d_ms_agrees_with_cupti(size_mib: float, mode: str) -> None:
     n = 24
     data = batches_of(int(size_mib * MiB), n, pinned=True, seed=1)
     holder: list = []
-    trace = cupti.capture(lambda: holder.append(profile_loop("pinned_nb", data, warmup=0).timeline()))
+    trace = cupti.capture(lambda: holder.append(profile_loop(mode, data, warmup=0).timeline()))
     tl = holder[0]
     memcpy = trace[(trace.kind == "memcpy") & (trace.bytes == size_mib * MiB)]
     assert len(memcpy) == n
@@ -64,7 +65,7 @@ def test_pinned_h2d_ms_agrees_with_cupti(size_mib: float) -> None:
     rel = np.abs(ours - cupti_ms) / cupti_ms
     # the first copies pay one-off costs on both sides; agreement is judged on the warm batches
     warm = rel[3:]
-    print(f"{size_mib} MiB pinned: ours median {np.median(ours[3:]):.4f} ms, CUPTI median "
+    print(f"{mode} {size_mib} MiB: ours median {np.median(ours[3:]):.4f} ms, CUPTI median "
           f"{np.median(cupti_ms[3:]):.4f} ms, per-batch rel diff median {np.median(warm):.4f} max {warm.max():.4f}")
     assert np.median(warm) < 0.05
     assert np.quantile(warm, 0.9) < 0.05
@@ -127,3 +128,19 @@ def test_batch_already_on_device_is_not_a_copy() -> None:
     tl = prof.timeline()
     assert set(tl.src_memory) == {"device"}
     assert tl.h2d_ms.isna().all() and tl.wait_ms.isna().all()
+
+
+def test_pin_thread_time_is_attributed_to_its_batch() -> None:
+    from torch.utils.data import DataLoader
+
+    from profiler.datasets import SyntheticImages
+
+    loader = DataLoader(SyntheticImages(size=4096), batch_size=256, num_workers=2, pin_memory=True)
+    prof = TransferProfiler(mode="pinned_nb", device="cuda")
+    for batch in prof.batches(loader):
+        prof.to_device(batch)
+    tl = prof.timeline()
+    print(f"pin_ms median {tl.pin_ms.median():.3f} ms over {len(tl)} batches; src {set(tl.src_memory)}")
+    assert tl.pin_ms.notna().all() and (tl.pin_ms > 0).all()
+    assert (tl.pin_end_ms <= tl.fetch_end_ms + 1e-6).all()  # pinned before the loop received it
+    assert set(tl.src_memory) == {"pinned"}
