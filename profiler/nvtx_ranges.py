@@ -6,12 +6,15 @@ the package silently hands back a dummy domain, so no range is recorded. We ther
 package's low-level handles (``nvtx._lib.lib``: ``nvtxDomainCreateA``, ``nvtxDomainRegisterStringA``,
 ``nvtxDomainRangePushEx``/``Pop``) directly. They skip that question, and every nsys records them.
 
-Without a tool attached the NVTX3 stubs are no-ops after the first call, so a push/pop pair costs a
-few hundred nanoseconds of Python. If the package is missing or its private API changes, we fall back to
+A tool (Nsight Systems, Nsight Compute) attaches to NVTX through the ``NVTX_INJECTION64_PATH``
+variable it sets for the profiled process. Without it every NVTX call is a no-op, so pinprof does not
+make them at all (zero cost per batch); ``PINPROF_NVTX=1`` forces them on for tools that attach
+another way. If the package is missing or its private API changes, we fall back to
 ``torch.cuda.nvtx`` (default domain, still recorded by all versions), and then to nothing.
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +34,8 @@ class NvtxEmitter:
     """Pushes and pops ranges in one domain. Thread-safe: NVTX range stacks are per thread."""
 
     def __init__(self, enabled: bool = True, backend: Backend | None = None) -> None:
+        if backend is None and not tool_attached():
+            backend = "none"
         self._lock = threading.Lock()
         self._strings: dict[str, Any] = {}
         self._push: Callable[[str], None]
@@ -111,6 +116,11 @@ class NvtxEmitter:
             yield
         finally:
             self._pop()
+
+
+def tool_attached() -> bool:
+    """Whether an NVTX tool can be listening in this process (or the user forced NVTX on)."""
+    return bool(os.environ.get("NVTX_INJECTION64_PATH") or os.environ.get("PINPROF_NVTX") == "1")
 
 
 def _noop_push(name: str) -> None:

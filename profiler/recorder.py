@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from . import batch_tree
+from .gate import StreamGate, make_gate
 from .clock import Anchor, ClockMap, EventPool, now_ms, take_anchor
 from .modes import SPECS, Mode, parse_mode
 from .nvtx_ranges import NvtxEmitter
@@ -33,6 +34,8 @@ from .staging import PinnedStager
 from .timeline import RAW_GPU, RAW_HOST, build_timeline
 
 NAN = float("nan")
+# The C method behind torch.cuda.Event.record, without the wrapper's stream lookup (hot path).
+_record = torch._C._CudaEventBase.record if hasattr(torch._C, "_CudaEventBase") else torch.cuda.Event.record
 
 
 class PinprofWarning(UserWarning):
@@ -127,7 +130,7 @@ class _Phase:
             if prof.cuda:
                 stream = rec.get("_stream") or torch.cuda.current_stream(prof.device)
                 ev = prof._pool.get()
-                ev.record(stream)
+                _record(ev, stream)
                 rec.setdefault("_comp_start", ev)
         prof.nvtx.push(self.name)
 
@@ -138,7 +141,7 @@ class _Phase:
         key = "cpu" if self.name == "cpu_work" else "comp"
         if self.name == "compute" and prof.cuda:
             ev = prof._pool.get()
-            ev.record(rec.get("_stream") or torch.cuda.current_stream(prof.device))
+            _record(ev, rec.get("_stream") or torch.cuda.current_stream(prof.device))
             old = rec.get("_comp_end")
             if old is not None:
                 prof._pool.put(old)
@@ -157,6 +160,7 @@ class TransferProfiler:
     device: target device; default ``cuda`` if available, else ``cpu`` (GPU columns stay empty).
     nvtx: emit NVTX ranges in domain ``pinprof``.
     warmup: the first ``warmup`` batches are flagged ``warmup=True`` (kept, excluded from summaries).
+    gate: time copies from pinned memory behind a held stream (``profiler.gate``) for exact h2d_ms.
     """
 
     def __init__(
@@ -170,6 +174,7 @@ class TransferProfiler:
         warmup: int = 0,
         origin_ms: float | None = None,
         config: dict[str, Any] | None = None,
+        gate: bool = True,
     ) -> None:
         self.mode: Mode | Literal["auto"] = mode if mode == "auto" else parse_mode(mode)
         if warmup < 0:
@@ -188,9 +193,11 @@ class TransferProfiler:
         self._warned: set[str] = set()
         self._anchor: Anchor | None = None
         self._stager: PinnedStager | None = None
+        self._gate: StreamGate | None = None
         if self.cuda:
             self._pool = EventPool(self.device)
             self._copy_stream = torch.cuda.Stream(self.device)
+            self._gate = make_gate(self.device) if gate else None
 
     # -- the loop -------------------------------------------------------------------------------
     def batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
@@ -206,7 +213,8 @@ class TransferProfiler:
             it = iter(loader)
             count = 0
             while limit is None or count < limit:
-                self._resolve_ready()
+                if len(self._pending) >= 8:  # amortise: read finished events a few batches at a time
+                    self._resolve_ready()
                 n = self._next_batch
                 rec = dict(_TEMPLATE)
                 rec["batch"], rec["warmup"] = n, n < self.warmup
@@ -281,23 +289,37 @@ class TransferProfiler:
         compute_stream = rec["_stream"] = torch.cuda.current_stream(self.device)
         stream = self._copy_stream if spec.side_stream else compute_stream
         start, end = self._pool.get(), self._pool.get()
-        nb, dev = spec.non_blocking, self.device
+        dev = self.device
+        # Copies from pinned memory are issued non-blocking behind a held stream (profiler.gate), so
+        # the start event fires right before the DMA; the blocking mode then waits on the stream, as
+        # a blocking .to() does inside. Pageable copies are issued exactly as the mode says.
+        gated = kind == "pinned" and self._gate is not None
+        nb = spec.non_blocking or gated
+        switch = stream is not compute_stream
         self.nvtx.push("h2d")
+        if switch:
+            torch.cuda.set_stream(stream)  # cheaper than the torch.cuda.stream() context per batch
         try:
-            with torch.cuda.stream(stream):
-                # Destinations first, so the event window holds the copies and nothing else;
-                # empty_like keeps .to()'s layout rule (strides kept for dense tensors).
-                srcs = [t for t in tensors if t.device.type == "cpu"]
-                dsts = [torch.empty_like(t, device=dev) for t in srcs]
-                rec["call_s"] = now_ms()
-                start.record(stream)
-                for i, (d, t) in enumerate(zip(dsts, srcs)):
+            # Destinations first, so the event window holds the copies and nothing else;
+            # empty_like keeps .to()'s layout rule (strides kept for dense tensors).
+            srcs = [t for t in tensors if t.device.type == "cpu"]
+            dsts = [torch.empty_like(t, device=dev) for t in srcs]
+            rec["call_s"] = now_ms()
+            held = gated and self._gate.hold(stream)  # type: ignore[union-attr]
+            try:
+                _record(start, stream)
+                for d, t in zip(dsts, srcs):
                     d.copy_(t, non_blocking=nb)
-                    if i == 0:
-                        rec["submit"] = now_ms()
-                rec["call_e"] = now_ms()
-                end.record(stream)
+                _record(end, stream)
+            finally:
+                if held:
+                    self._gate.release()  # type: ignore[union-attr]
+            if nb and not spec.non_blocking:
+                end.synchronize()
+            rec["call_e"] = now_ms()
         finally:
+            if switch:
+                torch.cuda.set_stream(compute_stream)
             self.nvtx.pop()
         moved = iter(dsts)
         out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.device.type == "cpu" else t.to(dev))
@@ -305,14 +327,14 @@ class TransferProfiler:
             compute_stream.wait_event(end)  # GPU-side: compute starts after the copy, host goes on
             for d in dsts:
                 d.record_stream(compute_stream)
-        rec["copy_sync"] = (not nb) or kind != "pinned"
+        rec["copy_sync"] = (not spec.non_blocking) or kind != "pinned"
         rec["_h2d"] = (start, end)
         return out
 
     def _staged(self, batch: Any, rec: dict[str, Any], kind: str) -> Any:
         if self._stager is None:
             self._stager = PinnedStager(self.device, stream=self._copy_stream if self.cuda else None,
-                                        pin=self.cuda)
+                                        pin=self.cuda, gate=self._gate)
         self.nvtx.push("stage")
         try:
             consumer = rec["_stream"] = torch.cuda.current_stream(self.device) if self.cuda else None
@@ -322,7 +344,6 @@ class TransferProfiler:
         rec["stage_s"], rec["stage_e"] = res.stage_start_ms, res.stage_end_ms
         if self.cuda and res.dma_start is not None:
             rec["call_s"], rec["call_e"] = res.stage_start_ms, res.stage_end_ms
-            rec["submit"] = res.first_submit_ms
             rec["_h2d"] = (res.dma_start, res.dma_end)
             rec["_pooled"] = False
             rec["src_memory"] = "pinned"

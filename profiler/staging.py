@@ -41,7 +41,6 @@ class StageResult:
     stage_end_ms: float
     dma_start: torch.cuda.Event | None
     dma_end: torch.cuda.Event | None
-    first_submit_ms: float = float("nan")
 
 
 class PinnedStager:
@@ -58,6 +57,7 @@ class PinnedStager:
         num_buffers: int = 2,
         stream: torch.cuda.Stream | None = None,
         pin: bool = True,
+        gate: Any = None,
     ) -> None:
         if chunk_bytes <= 0:
             raise ValueError(f"chunk_bytes={chunk_bytes} must be positive, e.g. {DEFAULT_CHUNK_BYTES}")
@@ -71,6 +71,7 @@ class PinnedStager:
         self._buffers: list[torch.Tensor | None] = [None] * num_buffers
         self._free: list[torch.cuda.Event | None] = [None] * num_buffers
         self._next = 0
+        self._gate = gate  # profiler.gate.StreamGate: held only around the first DMA's submission
 
     @property
     def pinned_bytes(self) -> int:
@@ -117,7 +118,6 @@ class PinnedStager:
         start = now_ms()
         first: list[torch.cuda.Event | None] = [None]
         last: list[torch.cuda.Event | None] = [None]
-        self._first_submit = float("nan")
 
         def one(t: torch.Tensor) -> torch.Tensor:
             if t.device.type != "cpu":
@@ -132,7 +132,7 @@ class PinnedStager:
                 t.record_stream(consumer)
         if not self._cuda:
             out = batch  # nothing to transfer: the memcpy was the measurement
-        return StageResult(out, start, now_ms(), first[0], last[0], self._first_submit)
+        return StageResult(out, start, now_ms(), first[0], last[0])
 
     def _copy_tensor(
         self, src: torch.Tensor, first: list[torch.cuda.Event | None], last: list[torch.cuda.Event | None]
@@ -159,14 +159,20 @@ class PinnedStager:
             if not self._cuda:
                 continue
             with torch.cuda.stream(self.stream):
-                if first[0] is None:
-                    first[0] = torch.cuda.Event(enable_timing=True)
-                    first[0].record(self.stream)
-                dst_rows[lo:lo + part.shape[0]].copy_(staged, non_blocking=True)  # type: ignore[index]
-                if self._first_submit != self._first_submit:  # NaN: this was the first DMA
-                    self._first_submit = now_ms()
-                done = torch.cuda.Event(enable_timing=True)
-                done.record(self.stream)
+                opening = first[0] is None
+                # Hold the stream only until the first DMA is queued: later chunks wait on our own
+                # buffers, which a held stream would never free.
+                held = opening and self._gate is not None and self._gate.hold(self.stream)
+                try:
+                    if opening:
+                        first[0] = torch.cuda.Event(enable_timing=True)
+                        first[0].record(self.stream)
+                    dst_rows[lo:lo + part.shape[0]].copy_(staged, non_blocking=True)  # type: ignore[index]
+                    done = torch.cuda.Event(enable_timing=True)
+                    done.record(self.stream)
+                finally:
+                    if held:
+                        self._gate.release()
             self._free[k] = done
             last[0] = done
         return dst

@@ -65,7 +65,7 @@ GPU_COLUMNS: tuple[str, ...] = ("h2d_ms", "compute_ms")
 # Raw per-batch fields the recorder fills: host times in ms on the now_ms clock, GPU times in ms
 # elapsed since the first anchor event (NaN when absent).
 RAW_HOST = ("batch_s", "batch_e", "fetch_s", "fetch_e", "pin_s", "pin_e", "stage_s", "stage_e",
-            "call_s", "submit", "call_e", "cpu_s", "cpu_e", "cpu_sum", "comp_s", "comp_e", "comp_sum", "request")
+            "call_s", "call_e", "cpu_s", "cpu_e", "cpu_sum", "comp_s", "comp_e", "comp_sum", "request")
 RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge")
 
 
@@ -95,10 +95,6 @@ def build_timeline(
         comp_s, comp_e = f["comp_s"], f["comp_e"]
         comp_ms = np.asarray(raw["comp_sum"], dtype=float)
     sync = np.asarray(raw["copy_sync"], dtype=bool)
-    # On an idle stream the start event fires when it is submitted, before the copy is: for copies
-    # that do not block the host, the copy cannot start before its submission (host time just after
-    # the first copy call, on the same aligned clock), so the interval starts at the later of the two.
-    h2d_s = np.where(sync | np.isnan(f["submit"]), h2d_s, np.fmax(h2d_s, f["submit"]))
     _interval(out, "h2d", h2d_s, h2d_e)
     out["h2d_call_ms"] = f["call_e"] - f["call_s"]
     out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)

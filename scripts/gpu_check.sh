@@ -24,16 +24,17 @@ log="$OUT/gpu_check.log"
   for step in $steps; do
     echo "=== $step ($(date +%T))"
     case $step in
-      tests) python3 -m pytest -m gpu -v -s -p no:cacheprovider tests ;;
-      run) python3 -m profiler run --out "$OUT/run-default" --force ;;
-      quoted) python3 scripts/naive_benchmark.py --out "$OUT/naive" && python3 scripts/better_benchmark.py --out "$OUT/better" ;;
-      bench) python3 scripts/bench_overhead.py ;;
-      transfer) python3 scripts/bench_transfer.py ;;
-      bandwidth) python3 -m profiler bandwidth --out "$OUT/bandwidth" ;;
-      nsys) bash scripts/nsys_profile.sh "$OUT/nsys" ;;
+      # Each step has a time limit: a hung GPU call must not eat the session's device time.
+      tests) timeout 300 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests ;;
+      run) timeout 180 python3 -m profiler run --out "$OUT/run-default" --force ;;
+      quoted) timeout 120 python3 scripts/naive_benchmark.py --out "$OUT/naive" && timeout 120 python3 scripts/better_benchmark.py --out "$OUT/better" ;;
+      bench) timeout 180 python3 scripts/bench_overhead.py ;;
+      transfer) timeout 180 python3 scripts/bench_transfer.py ;;
+      bandwidth) timeout 240 python3 -m profiler bandwidth --out "$OUT/bandwidth" ;;
+      nsys) timeout 180 bash scripts/nsys_profile.sh "$OUT/nsys" ;;
       *) echo "unknown step $step" ;;
     esac
-    echo "=== $step rc=$?"
+    echo "=== $step rc=$? ($(date +%T))"
   done
 } 2>&1 | tee "$log"
 # Bring folders back as one archive (the device tool returns at most 8 files, 2 folders deep).
