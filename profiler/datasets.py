@@ -15,7 +15,7 @@ DATASETS: tuple[str, ...] = ("synthetic", "cifar10", "imagefolder")
 
 # Above this many bytes the synthetic images are made per item from a per-index seed instead of held
 # in memory: 50,000 CIFAR images are 150 MB, 50,000 224x224 ones would be 7.5 GB.
-_PREGENERATE_LIMIT = 512 << 20
+_PREGENERATE_LIMIT = 1 << 30
 
 
 class DatasetError(ValueError):

@@ -35,7 +35,7 @@ from .timeline import RAW_GPU, RAW_HOST, build_timeline
 
 NAN = float("nan")
 # The C method behind torch.cuda.Event.record, without the wrapper's stream lookup (hot path).
-_record = torch._C._CudaEventBase.record if hasattr(torch._C, "_CudaEventBase") else torch.cuda.Event.record
+_record = getattr(getattr(torch._C, "_CudaEventBase", None), "record", None) or torch.cuda.Event.record
 
 
 class PinprofWarning(UserWarning):
