@@ -203,7 +203,70 @@ def _cmd_nsys_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS: list[Callable[[Any], None]] = [_add_run, _add_nsys]
+def _add_analysis(sub: Any) -> None:
+    p = sub.add_parser("diagnose", help="name each scenario's bottleneck and the change that pays most")
+    p.add_argument("path", type=Path, help="report folder or timeline CSV (pinprof's or nsys_timeline.csv)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=_cmd_diagnose)
+    p = sub.add_parser("plot", help="write gantt.png and phases.png (and bandwidth.png) for a report")
+    p.add_argument("path", type=Path, help="report folder or timeline CSV")
+    p.add_argument("--out", type=Path, default=None, help="folder for the PNGs (default: the report folder)")
+    p.add_argument("--batches", type=_positive_int("--batches"), default=6, help="batches per scenario in the Gantt")
+    p.set_defaults(func=_cmd_plot)
+    p = sub.add_parser("trace", help="write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)")
+    p.add_argument("path", type=Path, help="report folder or timeline CSV")
+    p.add_argument("-o", "--out", type=Path, default=Path("trace.json"))
+    p.set_defaults(func=_cmd_trace)
+
+
+def _load(path: Path) -> tuple[Any, Path]:
+    from . import report_io
+
+    csv = report_io.resolve_timeline_path(path)
+    tl = report_io.read_timeline(csv)
+    if tl.empty:
+        raise UsageError(f"{csv}: the timeline has no rows; nothing was measured")
+    return tl, csv.parent
+
+
+def _cmd_diagnose(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import json
+
+    from . import report_io
+    from .diagnose import compare_modes, diagnose, render_text, to_json
+
+    tl, folder = _load(args.path)
+    cal = pd.read_csv(folder / "calibration.csv") if (folder / "calibration.csv").is_file() else None
+    diags = diagnose(tl, cal)
+    text = render_text(diags, compare_modes(tl))
+    if args.path.is_dir():
+        report_io.write_text_atomic(folder / "diagnosis.md", f"# pinprof diagnosis: {folder.name}\n\n{text}")
+    print(json.dumps(to_json(diags), indent=2) if args.json else text)
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from . import plots
+
+    tl, folder = _load(args.path)
+    out = args.out or folder
+    out.mkdir(parents=True, exist_ok=True)
+    made = [plots.gantt(tl, out / "gantt.png", first=args.batches), plots.stacked(tl, out / "phases.png")]
+    if (folder / "bandwidth.csv").is_file():
+        made.append(plots.bandwidth(pd.read_csv(folder / "bandwidth.csv"), out / "bandwidth.png"))
+    print("pinprof plot: wrote " + ", ".join(str(p) for p in made))
+    return 0
+
+
+def _cmd_trace(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from . import trace
+
+    tl, _ = _load(args.path)
+    print(f"pinprof trace: wrote {trace.write(tl, args.out)} (open in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+COMMANDS: list[Callable[[Any], None]] = [_add_run, _add_nsys, _add_analysis]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -212,4 +212,13 @@ def write_report(out: Path, tl: pd.DataFrame, info: dict[str, Any], per_epoch: d
     partial = " (PARTIAL: interrupted)" if info.get("partial") else ""
     report_io.write_text_atomic(out / "summary.md", f"# pinprof run {out.name}{partial}\n\n{md}")
     echo(md)
-    echo(f"pinprof: report written to {out}/{partial}")
+    if len(tl):
+        from .diagnose import compare_modes, diagnose, render_text
+
+        text = render_text(diagnose(tl), compare_modes(tl))
+        report_io.write_text_atomic(out / "diagnosis.md", f"# pinprof diagnosis: {out.name}{partial}\n\n{text}")
+        if plots:
+            from . import plots as plotting
+
+            plotting.write_all(tl, out)
+    echo(f"pinprof: report written to {out}/{partial} (diagnosis: pinprof diagnose {out})")
