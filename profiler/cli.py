@@ -266,7 +266,51 @@ def _cmd_trace(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS: list[Callable[[Any], None]] = [_add_run, _add_nsys, _add_analysis]
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    try:
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size {text!r} is not a size like 64K, 12.5M or 1G") from None
+    if value < 1 or value > (64 << 30):
+        raise argparse.ArgumentTypeError(f"size {text!r} must be between 1 byte and 64G")
+    return int(value)
+
+
+def _add_bandwidth(sub: Any) -> None:
+    p = sub.add_parser("bandwidth", help="sweep copy bandwidth by size: pageable/pinned H2D, D2H, memcpy, pin_memory()")
+    p.add_argument("--sizes", type=lambda t: [_size(x) for x in t.split(",")], default=None,
+                   help="comma list like 64K,1M,1G (default 64 KiB .. 1 GiB)")
+    p.add_argument("--repeats", type=_positive_int("--repeats"), default=5)
+    p.add_argument("--out", type=Path, default=None, help="folder for bandwidth.csv and bandwidth.png")
+    p.add_argument("--device", default="cuda")
+    p.set_defaults(func=_cmd_bandwidth)
+
+
+def _cmd_bandwidth(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from . import bandwidth, plots, report_io
+    from .recorder import resolve_device
+
+    dev = resolve_device(args.device)
+    if dev.type != "cuda":
+        raise UsageError(f"--device {args.device!r}: the bandwidth sweep needs a CUDA device")
+    out = args.out or Path("reports") / f"bandwidth-{pd.Timestamp.now():%Y%m%d-%H%M%S}"
+    out.mkdir(parents=True, exist_ok=True)
+    table = bandwidth.sweep(args.sizes or bandwidth.SWEEP_SIZES, device=dev, repeats=args.repeats)
+    report_io.write_csv(table, out / "bandwidth.csv")
+    limit, link = bandwidth.link_limit_GBps()
+    plots.bandwidth(table, out / "bandwidth.png", limit)
+    wide = table.pivot(index="bytes", columns="method", values="GBps")[list(bandwidth.METHODS)]
+    wide.index = [plots._size(b) for b in wide.index]
+    print(wide.round(2).to_string())
+    best = table[table.method.isin(["pinned_h2d", "d2h"])].GBps.max()
+    print(f"peak pinned copy {best:.1f} GB/s; {link}" + (f": limit {limit:.1f} GB/s, {best / limit:.0%} of it" if limit else ""))
+    print(f"pinprof bandwidth: wrote {out / 'bandwidth.csv'} and {out / 'bandwidth.png'}")
+    return 0
+
+
+COMMANDS: list[Callable[[Any], None]] = [_add_run, _add_nsys, _add_analysis, _add_bandwidth]
 
 
 def build_parser() -> argparse.ArgumentParser:

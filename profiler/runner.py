@@ -197,8 +197,24 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
             frames.append(current[0].timeline())
     finally:
         info["partial"] = interrupted or len(frames) < len(scs)
-        write_report(out, timeline.concat(frames), info, per_epoch, echo, plots=opts.plots)
+        tl = timeline.concat(frames)
+        if opts.calibrate and device.type == "cuda" and len(tl) and not interrupted:
+            tl = calibrate_and_split(tl, device, out, info, echo)
+        write_report(out, tl, info, per_epoch, echo, plots=opts.plots)
     return out, interrupted
+
+
+def calibrate_and_split(tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any],
+                        echo: Callable[[str], None]) -> pd.DataFrame:
+    """Measure (or reuse) pinned/pageable bandwidth at the run's batch sizes, split pageable copies."""
+    from . import bandwidth, split
+
+    sizes = sorted({int(b) for b in tl.groupby("scenario").bytes.median() if b > 0})
+    echo(f"pinprof: calibrating pinned bandwidth at {len(sizes)} size(s) (cached; --no-calibrate skips)")
+    cal = bandwidth.calibration(sizes, device)
+    report_io.write_csv(cal, out / "calibration.csv")
+    info["calibration"] = cal.to_dict(orient="list")
+    return split.apply(tl, cal)
 
 
 def write_report(out: Path, tl: pd.DataFrame, info: dict[str, Any], per_epoch: dict[str, int],
