@@ -300,10 +300,17 @@ class TransferProfiler:
         if switch:
             torch.cuda.set_stream(stream)  # cheaper than the torch.cuda.stream() context per batch
         try:
-            # Destinations first, so the event window holds the copies and nothing else;
-            # empty_like keeps .to()'s layout rule (strides kept for dense tensors).
+            # Everything but the copies happens before the event window and the gate's release, so
+            # the copy starts as close as possible to the moment the loop gets its batch back:
+            # destinations (empty_like keeps .to()'s layout rule), the output structure, and the
+            # allocator's note that the consumer stream will use them.
             srcs = [t for t in tensors if t.device.type == "cpu"]
             dsts = [torch.empty_like(t, device=dev) for t in srcs]
+            moved = iter(dsts)
+            out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.device.type == "cpu" else t.to(dev))
+            if switch:
+                for d in dsts:
+                    d.record_stream(compute_stream)
             rec["call_s"] = now_ms()
             held = gated and self._gate.hold(stream)  # type: ignore[union-attr]
             try:
@@ -311,6 +318,8 @@ class TransferProfiler:
                 for d, t in zip(dsts, srcs):
                     d.copy_(t, non_blocking=nb)
                 _record(end, stream)
+                if switch:
+                    compute_stream.wait_event(end)  # GPU-side: compute starts after the copy, host goes on
             finally:
                 if held:
                     self._gate.release()  # type: ignore[union-attr]
@@ -321,12 +330,6 @@ class TransferProfiler:
             if switch:
                 torch.cuda.set_stream(compute_stream)
             self.nvtx.pop()
-        moved = iter(dsts)
-        out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.device.type == "cpu" else t.to(dev))
-        if spec.side_stream:
-            compute_stream.wait_event(end)  # GPU-side: compute starts after the copy, host goes on
-            for d in dsts:
-                d.record_stream(compute_stream)
         rec["copy_sync"] = (not spec.non_blocking) or kind != "pinned"
         rec["_h2d"] = (start, end)
         return out

@@ -8,10 +8,12 @@ through its own small pinned buffers and DMAs each piece. No event can sit betwe
 
 Assumptions: the DMA of pageable data runs at the pinned rate (the same engine over the same link);
 everything else in ``h2d_ms`` is the CPU-side staging, including the pipeline bubbles between the
-driver's pieces, which are staging's cost too. The CUPTI counterpart is the pageable
-``cudaMemcpyAsync`` call's duration (the staging runs on the calling thread, inside the call)
-minus CUPTI's own record of a pinned copy of the same size; ``tests/test_gpu_split.py`` checks the
-two agree batch by batch. Only rows with ``src_memory == "pageable"`` and a measured ``h2d_ms`` are
+driver's pieces, which are staging's cost too. The CUPTI counterpart is the span from the start of
+the pageable ``cudaMemcpyAsync`` call (the staging runs on the calling thread, from the call's
+start) to the end of its memcpy record (the last DMA), minus CUPTI's own record of a pinned copy of
+the same size. Not the API call's duration alone: the call returns once the last piece is staged,
+before that piece's DMA ends (on the H200 the span exceeded the call by a near-constant ~70 us
+from 1 to 64 MiB). ``tests/test_gpu_split.py`` checks the two agree batch by batch. Only rows with ``src_memory == "pageable"`` and a measured ``h2d_ms`` are
 filled; others stay empty.
 """
 from __future__ import annotations

@@ -31,7 +31,10 @@ log="$OUT/gpu_check.log"
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
       bandwidth) timeout 240 python3 -m profiler bandwidth --out "$OUT/bandwidth" ;;
-      nsys) timeout 180 bash scripts/nsys_profile.sh "$OUT/nsys" ;;
+      nsys) timeout 180 bash scripts/nsys_profile.sh "$OUT/nsys"
+            # Two small captures that narrow down where CUDA activity records go missing.
+            timeout 60 python3 -m profiler nsys --out "$OUT/nsys-plain" -- python3 tests/nsys_gpu_loop.py "$OUT/nsys-plain" --plain
+            timeout 60 python3 -m profiler nsys --out "$OUT/nsys-loop" -- python3 tests/nsys_gpu_loop.py "$OUT/nsys-loop" ;;
       *) echo "unknown step $step" ;;
     esac
     echo "=== $step rc=$? ($(date +%T))"
