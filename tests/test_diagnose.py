@@ -1,0 +1,117 @@
+"""Diagnosis rules on real H200 timelines (tests/data) and on synthetic edge cases."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profiler.cli import main
+from profiler.diagnose import Verdict, compare_modes, diagnose
+from profiler.report_io import read_timeline
+
+DATA = Path(__file__).parent / "data"
+
+
+def verdicts(tl: pd.DataFrame, cal: pd.DataFrame | None = None) -> dict[str, list[Verdict]]:
+    return {d.scenario: [f.verdict for f in d.findings] for d in diagnose(tl, cal)}
+
+
+def test_naive_benchmark_is_loader_bound_and_pinning_only_adds_pin_cost() -> None:
+    tl = read_timeline(DATA / "h200_naive")
+    v = verdicts(tl)
+    assert v["pageable/bs64/w0"][0] == Verdict.LOADER_BOUND
+    assert v["pinned/bs64/w0"][0] == Verdict.LOADER_BOUND
+    (line,) = compare_modes(tl)
+    assert line.startswith("pinned/bs64/w0 vs pageable/bs64/w0: batch +")  # pinning made the batch slower
+    pin = float(line.split("pin +")[1].split(",")[0])
+    assert pin > 0
+
+
+def test_better_benchmark_is_cpu_bound_and_the_transfer_too_small_to_see() -> None:
+    v = verdicts(read_timeline(DATA / "h200_better"))
+    for scen in ("pageable/bs1024/w6", "pinned_nb/bs1024/w6"):
+        assert v[scen][0] == Verdict.CPU_WORK_BOUND
+        assert Verdict.TOO_SMALL in v[scen]
+    assert Verdict.HIDDEN_STAGING in v["pageable/bs1024/w6"]
+
+
+def test_default_run_verdicts_on_the_h200() -> None:
+    tl = read_timeline(DATA / "h200_default")
+    v = verdicts(tl)
+    assert v["pageable/bs1024/w4"][0] == Verdict.HIDDEN_STAGING
+    assert Verdict.NON_BLOCKING_PAGEABLE in v["pageable_nb/bs1024/w4"]
+    assert Verdict.EXPOSED_TRANSFER in v["pinned/bs64/w4"]
+    assert v["pinned_nb/bs1024/w4"] == [Verdict.TOO_SMALL]  # copy hidden behind CPU work
+
+
+def synthetic(n: int = 10, **medians: float) -> pd.DataFrame:
+    """A pinned_nb-like timeline with the given per-batch phase times (ms), constant over batches."""
+    base = read_timeline(DATA / "h200_default")
+    row = base[base.scenario == "pinned_nb/bs1024/w4"].iloc[[-1]]
+    tl = pd.concat([row] * n, ignore_index=True)
+    tl["batch"] = range(n)
+    tl["warmup"] = False
+    for phase, ms in medians.items():
+        tl[f"{phase}_ms"] = ms
+    return tl
+
+
+def test_pin_thread_bound_when_pinning_outlasts_the_loop() -> None:
+    tl = synthetic(fetch=6.0, pin=9.0, batch=8.0, cpu_work=1.0, compute=0.5, wait=0.0, h2d=0.2)
+    d = diagnose(tl)[0]
+    assert d.verdict == Verdict.PIN_THREAD_BOUND
+    assert any("staged" in c.what for c in d.findings[0].changes)
+    assert any("worker" in c.what and "no remedy" in c.what for c in d.findings[0].changes)
+
+
+def test_compute_bound_says_the_pipeline_is_fine() -> None:
+    d = diagnose(synthetic(fetch=0.1, pin=1.0, batch=10.0, cpu_work=0.5, compute=9.0, wait=0.0, h2d=0.2))[0]
+    assert d.verdict == Verdict.COMPUTE_BOUND and "input pipeline is fine" in d.findings[0].evidence
+
+
+def test_too_small_under_one_percent() -> None:
+    d = diagnose(synthetic(fetch=0.1, pin=1.0, batch=100.0, cpu_work=30.0, compute=30.0, wait=0.5, h2d=0.6))[0]
+    assert [f.verdict for f in d.findings] == [Verdict.TOO_SMALL]
+    assert "0.50%" in d.findings[0].evidence
+
+
+def test_exposed_transfer_on_a_blocking_pinned_copy() -> None:
+    d = diagnose(synthetic(fetch=0.1, pin=1.0, batch=4.0, cpu_work=1.0, compute=1.0, wait=1.0, h2d=1.0, overlap=0.0))[0]
+    assert d.verdict == Verdict.EXPOSED_TRANSFER
+    assert d.findings[0].changes[0].gain_ms == pytest.approx(1.0)
+
+
+def test_cpu_only_run_says_no_gpu_phases(tmp_path: Path) -> None:
+    tl = synthetic(fetch=1.0, pin=np.nan, batch=3.0, cpu_work=1.0, compute=np.nan, wait=np.nan, h2d=np.nan)
+    d = diagnose(tl)[0]
+    assert d.findings[0].verdict == Verdict.NO_GPU
+    assert d.findings[0].evidence.startswith("no GPU phases measured; loader/pin figures are")
+
+
+def test_too_few_batches_gives_no_verdict() -> None:
+    assert diagnose(synthetic(n=2))[0].verdict == Verdict.NO_DATA
+
+
+def test_cli_writes_diagnosis_md_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    folder = tmp_path / "rep"
+    shutil.copytree(DATA / "h200_naive", folder)
+    assert main(["diagnose", str(folder)]) == 0
+    assert "loader bound" in (folder / "diagnosis.md").read_text()
+    capsys.readouterr()
+    assert main(["diagnose", str(folder / "timeline.csv"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["verdict"] for d in data] == ["loader_bound", "loader_bound"]
+
+
+@pytest.mark.parametrize("content", ["", "a,b\n1,2\n", "mode,batch,bytes\n"])
+def test_cli_bad_inputs_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    assert main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pinprof diagnose: error:") and "Traceback" not in err
