@@ -341,3 +341,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"pinprof {args.verb}: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:  # a file or folder the user named cannot be read or written
+        print(f"pinprof {args.verb}: error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2

@@ -107,6 +107,7 @@ def import_report(path: Path, out_dir: Path | None = None, compare_with: Path | 
     sqlite = to_sqlite(Path(path))
     table = import_sqlite(sqlite)
     out_dir = Path(out_dir or sqlite.parent)
+    out_dir.mkdir(parents=True, exist_ok=True)
     report_io.write_csv(table, out_dir / "nsys_timeline.csv")
     if compare_with is not None:
         ours = report_io.read_timeline(compare_with)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .lanes import COLORS, LANES, intervals
 
-LABELS = {"fetch": "fetch (wait on loader)", "pin": "pin (pin thread)", "stage": "stage (explicit memcpy)",
+LABELS = {"fetch": "fetch (wait on loader)", "pin": "pin (pin thread; inside fetch when num_workers=0)", "stage": "stage (explicit memcpy)",
           "h2d": "h2d (copy on GPU)", "hidden_stage": "hidden staging (driver)", "dma": "DMA",
           "cpu_work": "CPU work", "compute": "GPU compute", "wait": "wait for copy (exposed)", "other": "other"}
 

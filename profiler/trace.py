@@ -1,6 +1,6 @@
 """Chrome trace-event JSON of the per-batch timeline (opens in Perfetto or chrome://tracing).
 
-One process per scenario, one thread per lane (main thread, pin thread, copy stream, compute
+One process per scenario, one thread per lane (main thread, pin step, copy stream, compute
 stream); each phase a complete ("X") event in microseconds, with the batch number in its args.
 """
 from __future__ import annotations

@@ -45,7 +45,7 @@ def test_summary_on_the_h200_run(tl: pd.DataFrame) -> None:
 def test_intervals_put_each_phase_in_its_lane(tl: pd.DataFrame) -> None:
     iv = intervals(tl)
     lanes = iv.groupby("phase").lane.unique().to_dict()
-    assert list(lanes["pin"]) == ["pin thread"] and list(lanes["h2d"]) == ["copy stream"]
+    assert list(lanes["pin"]) == ["pin step"] and list(lanes["h2d"]) == ["copy stream"]
     assert list(lanes["compute"]) == ["compute stream"] and set(lanes["fetch"]) == {"main thread"}
     assert (iv.end_ms >= iv.start_ms).all()
 
@@ -70,7 +70,7 @@ def test_chrome_trace_matches_the_timeline(tl: pd.DataFrame, tmp_path: Path) -> 
     assert ev["ts"] == pytest.approx(first.h2d_start_ms * 1e3, abs=1e-3)
     assert ev["dur"] == pytest.approx(first.h2d_ms * 1e3, abs=1e-3)
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert names == {"main thread", "pin thread", "copy stream", "compute stream"}
+    assert names == {"main thread", "pin step", "copy stream", "compute stream"}
 
 
 def test_recorded_nsys_capture_imports_ranges_without_memcpy_records() -> None:
