@@ -78,7 +78,6 @@ def measure(nbytes: int, methods: Sequence[str], device: torch.device, repeats: 
         times = sorted(_per_copy_ms(k, copy, gpu, stream) for _ in range(repeats))
         ms = times[len(times) // 2]
         rows.append({"method": method, "bytes": nbytes, "ms": ms, "GBps": nbytes / ms / 1e6, "repeats": repeats})
-    del pageable, pinned, dev_dst, dev_src, host_dst
     return rows
 
 

@@ -118,7 +118,7 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                       device=args.device, out=args.out, force=args.force, nvtx=not args.no_nvtx,
                       calibrate=not args.no_calibrate, plots=not args.no_plots)
     _, interrupted = run_matrix(opts, argv=["pinprof", *argv])
-    return 130 if interrupted else 0
+    return {"SIGINT": 130, "SIGTERM": 143}.get(interrupted or "", 0)
 
 
 def _add_nsys(sub: Any) -> None:
@@ -331,6 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .datasets import DatasetError
     from .report_io import ReportError
     from .nsys_run import NsysError
+    from .runner import RunFailed
 
     try:
         return int(args.func(args, argv))
@@ -338,6 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             NsysError, ValueError) as err:
         print(f"pinprof {args.verb}: error: {err}", file=sys.stderr)
         return 2
+    except RunFailed as err:
+        print(f"pinprof {args.verb}: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"pinprof {args.verb}: interrupted", file=sys.stderr)
         return 130

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import warnings
 from array import array
+from pathlib import Path
 from collections import deque
 from collections.abc import Iterable, Iterator
 from operator import itemgetter
@@ -26,6 +27,7 @@ import torch
 
 from . import batch_tree
 from .gate import StreamGate, make_gate
+from .interrupt import Terminated, install_sigterm, restore_sigterm
 from .clock import Anchor, ClockMap, EventPool, now_ms, take_anchor
 from .modes import SPECS, Mode, parse_mode
 from .nvtx_ranges import NvtxEmitter
@@ -161,6 +163,7 @@ class TransferProfiler:
     nvtx: emit NVTX ranges in domain ``pinprof``.
     warmup: the first ``warmup`` batches are flagged ``warmup=True`` (kept, excluded from summaries).
     gate: time copies from pinned memory behind a held stream (``profiler.gate``) for exact h2d_ms.
+    out: report folder written when the profiler is used as a context manager (see ``__enter__``).
     """
 
     def __init__(
@@ -175,6 +178,7 @@ class TransferProfiler:
         origin_ms: float | None = None,
         config: dict[str, Any] | None = None,
         gate: bool = True,
+        out: str | Path | None = None,
     ) -> None:
         self.mode: Mode | Literal["auto"] = mode if mode == "auto" else parse_mode(mode)
         if warmup < 0:
@@ -184,6 +188,7 @@ class TransferProfiler:
         self.gpu_note = "" if self.cuda else "no CUDA device: GPU phases (h2d, compute) are not measured"
         self.nvtx = NvtxEmitter(enabled=nvtx)
         self.run, self.scenario, self.warmup = run, scenario, warmup
+        self.out = out
         self._origin = origin_ms
         self._config: dict[str, Any] = dict(config or {})
         self._store = _Store()
@@ -420,3 +425,34 @@ class TransferProfiler:
         if self._stager is not None:
             self._stager.close()
             self._stager = None
+
+    # -- keeping what was measured ----------------------------------------------------------------
+    def save(self, out: str | Path, partial: bool = False, **extra: Any) -> Path:
+        """Write ``timeline.csv`` and ``meta.json`` into ``out`` (atomically); returns the folder."""
+        from . import meta, report_io
+
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        report_io.write_csv(self.timeline(), folder / report_io.TIMELINE)
+        report_io.write_json(meta.collect(self.device, partial=partial, **extra), folder / report_io.META)
+        return folder
+
+    def __enter__(self) -> TransferProfiler:
+        """``with TransferProfiler(out=...) as prof:`` writes the report however the block ends.
+
+        An exception (a loader that raises, a DataLoader worker that dies), Ctrl-C or SIGTERM leave
+        ``timeline.csv`` with every batch completed so far and ``"partial": true`` in ``meta.json``;
+        the exception then propagates.
+        """
+        self._previous_sigterm = install_sigterm()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        restore_sigterm(getattr(self, "_previous_sigterm", None))
+        try:
+            if self.out is not None:
+                why = None if exc_type is None else ("SIGTERM" if exc_type is Terminated else exc_type.__name__)
+                self.save(self.out, partial=exc_type is not None, interrupted_by=why,
+                          error=None if exc is None else str(exc)[:500])
+        finally:
+            self.close()

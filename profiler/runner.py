@@ -8,13 +8,10 @@ and meta.json says ``"partial": true``.
 from __future__ import annotations
 
 import itertools
-import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pandas as pd
@@ -24,12 +21,13 @@ from torch.utils.data import DataLoader
 from . import datasets, meta, report_io, summary, timeline
 from .clock import now_ms
 from .modes import MODES, SPECS, Mode
+from .interrupt import Terminated, install_sigterm, restore_sigterm
 from .recorder import TransferProfiler, resolve_device
 from .workload import GpuWork, busy_cpu
 
 
-class Terminated(Exception):
-    """SIGTERM arrived; handled like Ctrl-C so the report is still written."""
+class RunFailed(RuntimeError):
+    """The loop raised; the partial report was written before this was raised."""
 
 
 @dataclass
@@ -105,22 +103,6 @@ def prepare_out(out: Path | None, force: bool) -> Path:
     return out
 
 
-@contextmanager
-def _sigterm_as_exception() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Terminated()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _progress(total: int | None, desc: str, enabled: bool) -> Any:
     from tqdm import tqdm
 
@@ -161,8 +143,8 @@ def run_scenario(sc: Scenario, dataset: Any, device: torch.device, opts: RunOpti
     return prof.timeline()
 
 
-def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[str], None] = print) -> tuple[Path, bool]:
-    """Run every scenario, write the report folder; returns (folder, interrupted)."""
+def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[str], None] = print) -> tuple[Path, str | None]:
+    """Run every scenario, write the report folder; returns (folder, what interrupted it or None)."""
     out = prepare_out(opts.out, opts.force)
     device = resolve_device(opts.device)
     if device.type != "cuda":
@@ -179,29 +161,38 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     current: list[TransferProfiler] = []
     interrupted = False
     origin = now_ms()
+    previous = install_sigterm()
     try:
-        with _sigterm_as_exception():
-            gpu_work = GpuWork(device, max(opts.compute_ms))
-            for sc in scs:
-                echo(f"pinprof: {sc.name}")
-                gpu_work.ms = sc.compute_ms
-                frames.append(run_scenario(sc, dataset, device, opts, out.name, origin, gpu_work,
-                                           lambda p: current.__setitem__(slice(None), [p])))
-                current.clear()
-                per_epoch[sc.name] = len(dataset) // sc.batch_size  # type: ignore[arg-type]
-                report_io.write_csv(timeline.concat(frames), out / report_io.TIMELINE)
+        gpu_work = GpuWork(device, max(opts.compute_ms))
+        for sc in scs:
+            echo(f"pinprof: {sc.name}")
+            gpu_work.ms = sc.compute_ms
+            frames.append(run_scenario(sc, dataset, device, opts, out.name, origin, gpu_work,
+                                       lambda p: current.__setitem__(slice(None), [p])))
+            current.clear()
+            per_epoch[sc.name] = len(dataset) // sc.batch_size  # type: ignore[arg-type]
+            report_io.write_csv(timeline.concat(frames), out / report_io.TIMELINE)
     except (KeyboardInterrupt, Terminated) as err:
         interrupted = True
         info["interrupted_by"] = "SIGTERM" if isinstance(err, Terminated) else "SIGINT"
         if current:
             frames.append(current[0].timeline())
+    except Exception as err:  # a loader that raises, a worker that dies: keep what was measured
+        interrupted = True
+        info["interrupted_by"], info["error"] = type(err).__name__, str(err)[:500]
+        if current:
+            frames.append(current[0].timeline())
+        info["partial"] = True
+        write_report(out, timeline.concat(frames), info, per_epoch, echo, plots=False)
+        raise RunFailed(f"{type(err).__name__}: {err} (partial report written to {out})") from err
     finally:
-        info["partial"] = interrupted or len(frames) < len(scs)
-        tl = timeline.concat(frames)
-        if opts.calibrate and device.type == "cuda" and len(tl) and not interrupted:
-            tl = calibrate_and_split(tl, device, out, info, echo)
-        write_report(out, tl, info, per_epoch, echo, plots=opts.plots)
-    return out, interrupted
+        restore_sigterm(previous)
+    info["partial"] = interrupted or len(frames) < len(scs)
+    tl = timeline.concat(frames)
+    if opts.calibrate and device.type == "cuda" and len(tl) and not interrupted:
+        tl = calibrate_and_split(tl, device, out, info, echo)
+    write_report(out, tl, info, per_epoch, echo, plots=opts.plots)
+    return out, info.get("interrupted_by")
 
 
 def calibrate_and_split(tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any],

@@ -82,7 +82,6 @@ def main() -> None:
             ms = statistics.median(timed(fn) for _ in range(args.repeats)) / args.tensors
             base = base or ms
             print(f"{text:>6} {name:<18} {ms:10.3f} {nbytes / ms / 1e6:7.1f} {base / ms:10.2f}")
-        del srcs, pinned, ref
         torch.cuda.empty_cache()
     stager.close()
 
