@@ -5,6 +5,7 @@ the target, so a crash mid-write leaves the previous good file (or none), never 
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -80,8 +81,15 @@ REQUIRED = ("mode", "batch", "bytes")
 def read_timeline(path: Path) -> pd.DataFrame:
     """Read a timeline CSV (pinprof's or an nsys import) back into the typed frame it was written from."""
     path = resolve_timeline_path(path)
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        # pinprof ends every file with a newline: without one the file was cut while being written
+        # (or by hand). A torn header is unusable; a torn last row is dropped, the rows before kept.
+        if b"\n" not in data:
+            raise ReportError(f"{path}: the header line is incomplete; the file was cut while being written")
+        data = data[: data.rindex(b"\n") + 1]
     try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        raw = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""])
     except pd.errors.EmptyDataError as err:
         raise ReportError(f"{path}: the file is empty") from err
     except (pd.errors.ParserError, UnicodeDecodeError) as err:

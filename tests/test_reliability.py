@@ -1,0 +1,87 @@
+"""Nothing lost: a loop killed at a random batch leaves a readable, partial report (subprocesses)."""
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from profiler.report_io import read_timeline
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+
+
+def start(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+
+
+def wait_for_batches(proc: subprocess.Popen[str], count: int, timeout: float = 60.0) -> int:
+    seen = 0
+    end = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while seen < count and time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line.startswith("batch ")
+    return seen
+
+
+def check_partial(out: Path, at_least: int, why: str) -> None:
+    tl = read_timeline(out)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["partial"] is True and meta["interrupted_by"] == why, meta
+    assert len(tl) >= at_least
+    assert list(tl.batch) == list(range(len(tl)))  # every completed batch, none torn
+    assert tl.batch_ms.notna().all() and tl.fetch_ms.notna().all()
+
+
+@pytest.mark.parametrize("sig, why", [(signal.SIGINT, "KeyboardInterrupt"), (signal.SIGTERM, "SIGTERM")])
+def test_signal_at_a_random_batch_leaves_a_partial_report(tmp_path: Path, sig: signal.Signals, why: str) -> None:
+    k = random.Random(int(sig)).randint(3, 25)
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "slow"])
+    assert wait_for_batches(proc, k) == k
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    check_partial(tmp_path, k, why)
+
+
+def test_a_loader_exception_leaves_the_batches_before_it(tmp_path: Path) -> None:
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "raise", "41"])
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "bad item 41" in err
+    check_partial(tmp_path, 10, "ValueError")
+    assert len(read_timeline(tmp_path)) == 10  # items 0..39 make batches 0..9; batch 10 holds item 41
+
+
+def test_a_killed_worker_leaves_a_partial_report(tmp_path: Path) -> None:
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "kill-worker", "61"])
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "DataLoader worker" in err
+    check_partial(tmp_path, 3, "RuntimeError")
+
+
+def test_pinprof_run_sigterm_exits_143_with_partial_report(tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    proc = start(["-m", "profiler", "run", "--device", "cpu", "--modes", "pageable,staged", "--batches", "400",
+                  "--batch-size", "16", "--num-workers", "0", "--dataset-size", "8192", "--cpu-work-ms", "3",
+                  "--out", str(out)])
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "no CUDA device" in line or line.startswith("pinprof")
+    time.sleep(random.Random(7).uniform(1.0, 2.5))
+    proc.send_signal(signal.SIGTERM)
+    out_text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["partial"] is True and meta["interrupted_by"] == "SIGTERM"
+    assert len(read_timeline(out)) > 0
+    assert "PARTIAL" in (out / "summary.md").read_text()
