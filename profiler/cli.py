@@ -310,7 +310,23 @@ def _cmd_bandwidth(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS: list[Callable[[Any], None]] = [_add_run, _add_nsys, _add_analysis, _add_bandwidth]
+def _add_merge(sub: Any) -> None:
+    p = sub.add_parser("merge", help="merge per-rank reports (rank<k>/ folders from torchrun) into one")
+    p.add_argument("path", type=Path, help="folder holding rank0/, rank1/, ...")
+    p.set_defaults(func=_cmd_merge)
+
+
+def _cmd_merge(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .merge import merge, write_merged
+
+    folder = write_merged(args.path)
+    tl, meta = merge(folder)
+    print(f"pinprof merge: {len(tl)} batches from ranks {meta['ranks']} -> {folder / 'timeline.csv'}"
+          + ("" if meta["clock_aligned"] else " (ranks on different hosts: clocks not aligned)"))
+    return 0
+
+
+COMMANDS: list[Callable[[Any], None]] = [_add_run, _add_nsys, _add_analysis, _add_bandwidth, _add_merge]
 
 
 def build_parser() -> argparse.ArgumentParser:

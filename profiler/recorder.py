@@ -14,6 +14,7 @@ waiting. Everything else the loop does is untouched.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from array import array
 from pathlib import Path
@@ -42,6 +43,18 @@ _record = getattr(getattr(torch._C, "_CudaEventBase", None), "record", None) or 
 
 class PinprofWarning(UserWarning):
     """A setting that makes a mode do something other than its name says."""
+
+
+def rank_info() -> dict[str, int]:
+    """rank, local_rank and world_size of this process: torch.distributed if initialised, else the
+    variables torchrun sets, else a single process (0, 0, 1)."""
+    env = os.environ
+    info = {"rank": int(env.get("RANK", 0)), "local_rank": int(env.get("LOCAL_RANK", 0)),
+            "world_size": int(env.get("WORLD_SIZE", 1))}
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        info["rank"], info["world_size"] = dist.get_rank(), dist.get_world_size()
+    return info
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -412,7 +425,7 @@ class TransferProfiler:
             last = take_anchor(torch.cuda.current_stream(self.device))
             self._resolve_ready(block=True)
             clock = ClockMap.between(self._anchor, last)
-        static = {"run": self.run, "mode": self.mode, "device": str(self.device), **self._config}
+        static = {"run": self.run, "mode": self.mode, "device": str(self.device), **rank_info(), **self._config}
         if self.mode != "auto":
             static["non_blocking"] = SPECS[self.mode].non_blocking
             static.setdefault("pin_memory", SPECS[self.mode].pin_memory)
@@ -431,10 +444,14 @@ class TransferProfiler:
         """Write ``timeline.csv`` and ``meta.json`` into ``out`` (atomically); returns the folder."""
         from . import meta, report_io
 
+        ranks = rank_info()
         folder = Path(out)
+        if ranks["world_size"] > 1:  # one folder per rank: no two processes write the same file
+            folder = folder / f"rank{ranks['rank']}"
         folder.mkdir(parents=True, exist_ok=True)
         report_io.write_csv(self.timeline(), folder / report_io.TIMELINE)
-        report_io.write_json(meta.collect(self.device, partial=partial, **extra), folder / report_io.META)
+        report_io.write_json(meta.collect(self.device, partial=partial, origin_monotonic_ms=self._origin,
+                                          **ranks, **extra), folder / report_io.META)
         return folder
 
     def __enter__(self) -> TransferProfiler:
@@ -454,5 +471,18 @@ class TransferProfiler:
                 why = None if exc_type is None else ("SIGTERM" if exc_type is Terminated else exc_type.__name__)
                 self.save(self.out, partial=exc_type is not None, interrupted_by=why,
                           error=None if exc is None else str(exc)[:500])
+                if exc_type is None:
+                    self._merge_ranks()
         finally:
             self.close()
+
+    def _merge_ranks(self) -> None:
+        """Under torch.distributed, rank 0 merges every rank's folder once all have written theirs."""
+        dist = torch.distributed
+        if self.out is None or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return
+        dist.barrier()
+        if dist.get_rank() == 0:
+            from .merge import write_merged
+
+            write_merged(Path(self.out))

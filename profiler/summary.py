@@ -9,13 +9,15 @@
     exposed_pct (%: total wait_ms over total batch_ms; the share of loop time spent waiting on copies)
     overlap_pct (%: total overlap_ms over total h2d_ms; how much of the copy was hidden behind CPU work)
     measured_s (s: sum of batch_ms), epoch_s (s: mean batch_ms times batches per epoch, when known)
+    aggregate_h2d_GBps (GB/s: with several ranks, all ranks' bytes of a scenario over the span from the
+        first copy's start to the last copy's end on the merged clock; the host link's total rate)
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-KEYS = ["run", "scenario", "mode", "device", "batch_size", "num_workers", "pin_memory", "non_blocking",
+KEYS = ["run", "scenario", "mode", "rank", "device", "batch_size", "num_workers", "pin_memory", "non_blocking",
         "prefetch_factor"]
 STAT_PHASES = ("fetch", "pin", "stage", "h2d", "h2d_call", "dma", "hidden_stage", "cpu_work", "compute",
                "wait", "overlap", "batch")
@@ -47,7 +49,12 @@ def summarize(timeline: pd.DataFrame, batches_per_epoch: dict[str, int] | None =
         per_epoch = (batches_per_epoch or {}).get(str(rec["scenario"]))
         rec["epoch_s"] = g["batch_ms"].mean() * per_epoch / 1e3 if per_epoch else np.nan
         out.append(rec)
-    return pd.DataFrame(out)
+    frame = pd.DataFrame(out)
+    if len(frame) and "world_size" in rows and rows["world_size"].max() > 1:
+        g = rows[rows.h2d_ms.notna()].groupby("scenario")
+        agg = g.bytes.sum() / (g.h2d_end_ms.max() - g.h2d_start_ms.min()) / 1e6
+        frame["aggregate_h2d_GBps"] = frame.scenario.map(agg).astype(float)
+    return frame
 
 
 MD_COLUMNS = [("scenario", "scenario", "{}"), ("batches", "n", "{}"), ("bytes", "MiB", "{:.2f}"),
