@@ -6,6 +6,7 @@ the value; Ctrl-C exits 130 after writing what was measured.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,6 +33,8 @@ def _list_of(kind: Callable[[str], T], name: str, minimum: float, allow_equal: b
                 value = kind(part)
             except ValueError:
                 raise argparse.ArgumentTypeError(f"{name} {part!r} is not a {kind.__name__}") from None
+            if not math.isfinite(value):  # type: ignore[arg-type]
+                raise argparse.ArgumentTypeError(f"{name} {part!r} must be a finite number")
             if value < minimum or (value == minimum and not allow_equal):  # type: ignore[operator]
                 bound = f">= {minimum:g}" if allow_equal else f"> {minimum:g}"
                 raise argparse.ArgumentTypeError(f"{name} {part!r} must be {bound}")
@@ -51,28 +54,24 @@ def _modes(text: str) -> list[str]:
     return values
 
 
-def _positive_int(name: str) -> Callable[[str], int]:
+def _int_at_least(name: str, minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} {text!r} is not an integer") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{name} {text!r} must be > 0")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name} {text!r} must be {'> 0' if minimum == 1 else f'>= {minimum}'}")
         return value
     return parse
+
+
+def _positive_int(name: str) -> Callable[[str], int]:
+    return _int_at_least(name, 1)
 
 
 def _nonneg_int(name: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} {text!r} is not an integer") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name} {text!r} must be >= 0")
-        return value
-    return parse
+    return _int_at_least(name, 0)
 
 
 def _add_run(sub: Any) -> None:
