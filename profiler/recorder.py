@@ -33,7 +33,7 @@ from .clock import Anchor, ClockMap, EventPool, now_ms, take_anchor
 from .modes import SPECS, Mode, parse_mode
 from .nvtx_ranges import NvtxEmitter
 from .pin_hook import PIN_HOOK
-from .staging import PinnedStager
+from .staging import PinnedMemoryError, PinnedStager
 from .timeline import RAW_GPU, RAW_HOST, build_timeline
 
 NAN = float("nan")
@@ -297,7 +297,12 @@ class TransferProfiler:
         mode = self._resolve_mode(kind)
         spec = SPECS[mode]
         if spec.staged:
-            return self._staged(batch, rec, kind)
+            try:
+                return self._staged(batch, rec, kind)
+            except PinnedMemoryError as err:
+                # Page-locked memory is scarce: fall back to the driver's path rather than fail the loop.
+                self._warn_once("no-pinned", f"{err}; batch {rec['batch']} and later are copied as in mode 'pageable'")
+                self.mode, spec = "pageable", SPECS["pageable"]
         rec["src_memory"] = kind
         if not self.cuda or kind == "device":
             return batch_tree.map_tensors(batch, lambda t: t.to(self.device)) if self.cuda else batch

@@ -163,3 +163,17 @@ def test_pin_hook_times_the_outermost_pin_and_attributes_it_by_identity() -> Non
     finally:
         PIN_HOOK.uninstall()
     assert pin_module.pin_memory is not PIN_HOOK._wrapped
+
+
+def test_pinned_memory_that_cannot_be_had_is_a_clear_error_and_the_profiler_falls_back() -> None:
+    from profiler.staging import PinnedMemoryError, PinnedStager
+
+    with pytest.raises(PinnedMemoryError, match="could not allocate .* bytes of pinned host memory.*ulimit -l"):
+        PinnedStager(torch.device("cpu"), pin=True).copy(torch.ones(10))
+    prof = TransferProfiler(mode="staged", device="cpu")
+    prof._stager = PinnedStager(torch.device("cpu"), pin=True)  # what a machine out of page-locked memory gives
+    with pytest.warns(UserWarning, match="copied as in mode 'pageable'"):
+        for batch in prof.batches([torch.ones(4)] * 3):
+            assert torch.equal(prof.to_device(batch), torch.ones(4))
+    tl = prof.timeline()
+    assert len(tl) == 3 and set(tl["mode"]) == {"pageable"} and tl.stage_ms.isna().all()
