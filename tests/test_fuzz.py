@@ -5,6 +5,7 @@ Example counts are bounded so the whole file stays within seconds in CI.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +21,8 @@ CSV = (DATA / "h200_default" / "timeline.csv").read_bytes()
 META = (DATA / "h200_default" / "meta.json").read_bytes()
 DB = (DATA / "h200_nsys" / "report.sqlite").read_bytes()
 ORIGINAL = read_timeline(DATA / "h200_default")
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SCALE = float(os.environ.get("PINPROF_FUZZ_SCALE", 1))  # raise to search longer than CI does
+FUZZ = settings(max_examples=int(40 * SCALE), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _read_or_error(path: Path) -> pd.DataFrame | None:
@@ -74,7 +76,7 @@ def test_truncated_meta_json(tmp_path: Path, cut: int) -> None:
     assert data == json.loads(META)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(15 * SCALE), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(min_value=0, max_value=len(DB)), flips=st.lists(st.integers(0, len(DB) - 1), max_size=4))
 def test_damaged_sqlite_export(tmp_path: Path, cut: int, flips: list[int]) -> None:
     data = bytearray(DB[:cut] if cut < len(DB) - 4096 else DB)
@@ -96,7 +98,7 @@ VALUES = st.one_of(st.integers(-10**6, 10**12).map(str), st.sampled_from(["", "x
                                                                            "inf", "64,abc", "all", "pinned,pageable"]))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=int(60 * SCALE), deadline=None)
 @given(pairs=st.lists(st.tuples(st.sampled_from(VOCAB), VALUES), max_size=4))
 def test_cli_arguments_are_parsed_or_refused_with_exit_2(pairs: list[tuple[str, str]]) -> None:
     argv = ["run"] + [x for pair in pairs for x in pair]
