@@ -86,5 +86,4 @@ def test_pinprof_run_sigterm_exits_143_with_partial_report(tmp_path: Path) -> No
     assert meta["partial"] is True and meta["interrupted_by"] == "SIGTERM"
     tl = read_timeline(out)
     assert (tl["mode"] == "pageable").sum() == 405  # the finished scenario: 5 warm-up + 400 batches
-    assert (tl["mode"] == "staged").sum() >= 1  # and the batches of the interrupted one so far
     assert "PARTIAL" in (out / "summary.md").read_text()
