@@ -127,8 +127,25 @@ def import_sqlite(path: Path, run: str | None = None) -> pd.DataFrame:
     return per_batch(nvtx, memcpy, run or Path(path).stem)
 
 
+def owner(ranges: pd.DataFrame, tid: pd.Series, start: pd.Series, end: pd.Series | None = None) -> np.ndarray:
+    """For each interval (or instant, without ``end``), the index in ``ranges`` of the range on the
+    same thread that contains it, or -1. Ranges of one name on one thread do not overlap (batches and
+    loops follow each other), so a sorted search per thread finds it: O(n log n), not O(n * m)."""
+    out = np.full(len(start), -1, dtype=np.int64)
+    tid_a, start_a = tid.to_numpy(), start.to_numpy()
+    end_a = start_a if end is None else end.to_numpy()
+    for th, g in ranges.groupby("tid", sort=False):
+        g = g.sort_values("start")
+        sel = tid_a == th
+        pos = np.searchsorted(g.start.to_numpy(), start_a[sel], side="right") - 1
+        safe = np.clip(pos, 0, None)
+        inside = (pos >= 0) & (end_a[sel] <= g.end.to_numpy()[safe])
+        out[sel] = np.where(inside, g.index.to_numpy()[safe], -1)
+    return out
+
+
 def per_batch(nvtx: pd.DataFrame, memcpy: pd.DataFrame, run: str) -> pd.DataFrame:
-    """Join NVTX ranges and memcpy records into one row per batch range."""
+    """Join NVTX ranges and memcpy records into one row per batch range (vectorised)."""
     names = nvtx.name.astype(str)
     batches = nvtx[names.str.match(BATCH.pattern)].copy()
     if batches.empty:
@@ -136,44 +153,50 @@ def per_batch(nvtx: pd.DataFrame, memcpy: pd.DataFrame, run: str) -> pd.DataFram
                           "TransferProfiler.batches(), and traced with --trace=nvtx?")
     batches["batch"] = batches.name.str.extract(BATCH.pattern)[0].astype(int)
     loops = nvtx[names.str.match(LOOP.pattern)]
-    batches["scenario"] = [_enclosing(loops, r.tid, r.start, r.end, "") for r in batches.itertuples()]
+    loop_of = owner(loops, batches.tid, batches.start, batches.end)
+    loop_names = loops.name.reindex(loop_of).fillna("").astype(str).to_numpy()
+    batches["scenario"] = [n[5:] for n in loop_names]  # "loop <scenario>" -> "<scenario>"
     batches = batches.sort_values("start", ignore_index=True)
     batches = _drop_exhausted(batches, nvtx)
     origin = batches.start.min()
-    rows = []
-    for b in batches.itertuples():
-        scen = str(b.scenario)[5:] if str(b.scenario).startswith("loop ") else ""
-        mode = scen.split("/")[0] if scen.split("/")[0] in MODES else ""
-        row: dict[str, object] = {"run": run, "scenario": scen, "mode": mode, "batch": b.batch}
-        inner = nvtx[(nvtx.tid == b.tid) & (nvtx.start >= b.start) & (nvtx.end <= b.end)]
-        for phase in PHASE_NAMES:
-            hit = inner[inner.name == phase]
-            if len(hit):
-                s, e = hit.start.min(), hit.end.max()
-                key = "h2d_call" if phase == "h2d" else phase
-                row[f"{key}_ms"] = (hit.end - hit.start).sum() / NS_PER_MS
-                if phase != "h2d":
-                    row[f"{phase}_start_ms"], row[f"{phase}_end_ms"] = (s - origin) / NS_PER_MS, (e - origin) / NS_PER_MS
-        row["batch_ms"] = (b.end - b.start) / NS_PER_MS
-        row["batch_start_ms"], row["batch_end_ms"] = (b.start - origin) / NS_PER_MS, (b.end - origin) / NS_PER_MS
-        mine = memcpy[(memcpy.tid == b.tid) & (memcpy.api_start >= b.start) & (memcpy.api_start <= b.end)]
-        row["memcpy_count"] = len(mine)
-        if len(mine):
-            s, e = mine.start.min(), mine.end.max()
-            row.update(h2d_ms=(e - s) / NS_PER_MS, h2d_start_ms=(s - origin) / NS_PER_MS,
-                       h2d_end_ms=(e - origin) / NS_PER_MS, bytes=int(mine.bytes.sum()),
-                       api_ms=(mine.api_end - mine.api_start).sum() / NS_PER_MS)
-            kinds = set(mine.src_memory)
-            row["src_memory"] = kinds.pop() if len(kinds) == 1 else "mixed"
-        else:
-            row.update(bytes=0, src_memory="", api_ms=np.nan)
-        rows.append(row)
-    frame = pd.DataFrame(rows)
-    extra = frame[["api_ms", "memcpy_count"]]
-    out = conform(frame.drop(columns=["api_ms", "memcpy_count"]))
-    out["api_ms"] = extra.api_ms.astype(float)
-    out["memcpy_count"] = extra.memcpy_count.astype(int)
-    return out
+
+    def ms(x: pd.Series) -> pd.Series:
+        return x / NS_PER_MS
+
+    first = batches.scenario.str.split("/").str[0]
+    out = pd.DataFrame({"run": run, "scenario": batches.scenario, "mode": first.where(first.isin(MODES), ""),
+                        "batch": batches.batch, "batch_ms": ms(batches.end - batches.start),
+                        "batch_start_ms": ms(batches.start - origin), "batch_end_ms": ms(batches.end - origin)})
+    phases = nvtx[nvtx.name.isin(PHASE_NAMES)].copy()
+    phases["owner"] = owner(batches, phases.tid, phases.start, phases.end)
+    phases = phases[phases.owner >= 0]
+    agg = phases.assign(dur=phases.end - phases.start).groupby(["owner", "name"]).agg(
+        dur=("dur", "sum"), s=("start", "min"), e=("end", "max"))
+    for phase in PHASE_NAMES:
+        if phase not in agg.index.get_level_values("name"):
+            continue
+        g = agg.xs(phase, level="name")
+        key = "h2d_call" if phase == "h2d" else phase
+        out[f"{key}_ms"] = ms(g.dur).reindex(out.index)
+        if phase != "h2d":  # h2d's interval is CUPTI's, below
+            out[f"{phase}_start_ms"] = ms(g.s - origin).reindex(out.index)
+            out[f"{phase}_end_ms"] = ms(g.e - origin).reindex(out.index)
+    cp = memcpy.copy()
+    cp["owner"] = owner(batches, cp.tid, cp.api_start) if len(cp) and cp.api_start.notna().all() else -1
+    cp = cp[cp.owner >= 0]
+    g = cp.assign(api=cp.api_end - cp.api_start).groupby("owner")
+    counts = g.size().reindex(out.index, fill_value=0)
+    kinds = g.src_memory.agg(lambda k: k.iloc[0] if k.nunique() == 1 else "mixed")
+    out["h2d_start_ms"] = ms(g.start.min() - origin).reindex(out.index)
+    out["h2d_end_ms"] = ms(g.end.max() - origin).reindex(out.index)
+    out["h2d_ms"] = out.h2d_end_ms - out.h2d_start_ms
+    out["bytes"] = g.bytes.sum().reindex(out.index, fill_value=0).astype("int64")
+    out["src_memory"] = kinds.reindex(out.index).fillna("")
+    api = ms(g.api.sum()).reindex(out.index)
+    result = conform(out)
+    result["api_ms"] = api.astype(float).to_numpy()
+    result["memcpy_count"] = counts.astype(int).to_numpy()
+    return result
 
 
 def _drop_exhausted(batches: pd.DataFrame, nvtx: pd.DataFrame) -> pd.DataFrame:
@@ -190,11 +213,6 @@ def _drop_exhausted(batches: pd.DataFrame, nvtx: pd.DataFrame) -> pd.DataFrame:
         if names <= {"fetch"}:
             drop.append(b.Index)
     return batches.drop(index=drop).reset_index(drop=True)
-
-
-def _enclosing(ranges: pd.DataFrame, tid: int, start: int, end: int, default: str) -> str:
-    hit = ranges[(ranges.tid == tid) & (ranges.start <= start) & (ranges.end >= end)]
-    return str(hit.name.iloc[-1]) if len(hit) else default
 
 
 def compare(ours: pd.DataFrame, cupti: pd.DataFrame) -> pd.DataFrame:

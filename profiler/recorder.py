@@ -245,8 +245,8 @@ class TransferProfiler:
                     except StopIteration:
                         break
                     finally:
+                        nvtx.pop()  # clock after the pop, as before the push: the NVTX range nests inside
                         rec["fetch_e"] = now_ms()
-                        nvtx.pop()
                     pin = PIN_HOOK.pop(batch)
                     if pin is not None:
                         rec["pin_s"], rec["pin_e"] = pin
