@@ -289,7 +289,7 @@ def _add_bandwidth(sub: Any) -> None:
 
 def _cmd_bandwidth(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from . import bandwidth, plots, report_io
-    from .recorder import resolve_device
+    from .devices import resolve_device
 
     dev = resolve_device(args.device)
     if dev.type != "cuda":

@@ -14,27 +14,26 @@ waiting. Everything else the loop does is untouched.
 """
 from __future__ import annotations
 
-import os
 import warnings
-from array import array
-from pathlib import Path
 from collections import deque
 from collections.abc import Iterable, Iterator
-from operator import itemgetter
+from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
 import torch
 
 from . import batch_tree
+from .clock import Anchor, ClockMap, EventPool, now_ms, take_anchor
+from .devices import rank_info, resolve_device
 from .gate import StreamGate, make_gate
 from .interrupt import Terminated, install_sigterm, restore_sigterm
-from .clock import Anchor, ClockMap, EventPool, now_ms, take_anchor
 from .modes import SPECS, Mode, parse_mode
 from .nvtx_ranges import NvtxEmitter
 from .pin_hook import PIN_HOOK
 from .staging import PinnedMemoryError, PinnedStager
-from .timeline import RAW_GPU, RAW_HOST, build_timeline
+from .store import TEMPLATE, Store
+from .timeline import RAW_GPU, build_timeline
 
 NAN = float("nan")
 # The C method behind torch.cuda.Event.record, without the wrapper's stream lookup (hot path).
@@ -43,89 +42,6 @@ _record = getattr(getattr(torch._C, "_CudaEventBase", None), "record", None) or 
 
 class PinprofWarning(UserWarning):
     """A setting that makes a mode do something other than its name says."""
-
-
-def rank_info() -> dict[str, int]:
-    """rank, local_rank and world_size of this process: torch.distributed if initialised, else the
-    variables torchrun sets, else a single process (0, 0, 1)."""
-    env = os.environ
-    info = {"rank": int(env.get("RANK", 0)), "local_rank": int(env.get("LOCAL_RANK", 0)),
-            "world_size": int(env.get("WORLD_SIZE", 1))}
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        info["rank"], info["world_size"] = dist.get_rank(), dist.get_world_size()
-    return info
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """The device to copy to, checked: a clear error for one that does not exist here."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device {device!r} is not a device string; use e.g. 'cuda', 'cuda:0' or 'cpu'") from err
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"device {str(device)!r} needs CUDA, but torch.cuda.is_available() is False here; pass "
-                "device='cpu' to measure only the loader, pin and CPU-work phases"
-            )
-        count = torch.cuda.device_count()
-        if dev.index is not None and dev.index >= count:
-            raise ValueError(f"device {str(device)!r} does not exist: this machine has {count} CUDA "
-                             f"device(s), cuda:0 to cuda:{count - 1}")
-        if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-    elif dev.type != "cpu":
-        raise ValueError(f"device {str(device)!r}: pinprof profiles copies to 'cuda' devices (or 'cpu')")
-    return dev
-
-
-HOST_FIELDS = ("batch", "bytes", "warmup", "copy_sync", "src_memory") + RAW_HOST
-_TEMPLATE: dict[str, Any] = {**{k: NAN for k in RAW_HOST}, "bytes": -1, "warmup": False, "copy_sync": False,
-                             "src_memory": ""}
-_host_row = itemgetter(*HOST_FIELDS)
-_FLUSH = 1024
-
-
-class _Store:
-    """Per-batch raw fields in compact columns: about 250 bytes a batch, so long runs stay small.
-
-    Rows arrive as tuples (one C-level itemgetter per batch) and are moved into typed arrays every
-    ``_FLUSH`` batches; GPU fields are filled in place when their events complete.
-    """
-
-    def __init__(self) -> None:
-        self.host: dict[str, Any] = {k: array("d") for k in RAW_HOST}
-        self.host.update({"batch": array("q"), "bytes": array("q"), "warmup": array("b"),
-                          "copy_sync": array("b"), "src_memory": []})
-        self.gpu: dict[str, array[float]] = {k: array("d") for k in RAW_GPU}
-        self._rows: list[tuple[Any, ...]] = []
-
-    def __len__(self) -> int:
-        return len(self.gpu["h2d_gs"])
-
-    def append(self, rec: dict[str, Any]) -> int:
-        self._rows.append(_host_row(rec))
-        if len(self._rows) >= _FLUSH:
-            self._flush()
-        for col in self.gpu.values():
-            col.append(NAN)
-        return len(self.gpu["h2d_gs"]) - 1
-
-    def _flush(self) -> None:
-        if self._rows:
-            for key, values in zip(HOST_FIELDS, zip(*self._rows)):
-                self.host[key].extend(values)
-            self._rows.clear()
-
-    def columns(self) -> dict[str, Any]:
-        self._flush()
-        out: dict[str, Any] = {**self.host, **self.gpu}
-        out["warmup"] = [bool(v) for v in self.host["warmup"]]
-        out["copy_sync"] = [bool(v) for v in self.host["copy_sync"]]
-        return out
 
 
 class _Phase:
@@ -204,7 +120,7 @@ class TransferProfiler:
         self.out = out
         self._origin = origin_ms
         self._config: dict[str, Any] = dict(config or {})
-        self._store = _Store()
+        self._store = Store()
         self._pending: deque[tuple[int, tuple[Any, ...], bool]] = deque()
         self._cur: dict[str, Any] | None = None
         self._next_batch = 0
@@ -234,7 +150,7 @@ class TransferProfiler:
                 if len(self._pending) >= 8:  # amortise: read finished events a few batches at a time
                     self._resolve_ready()
                 n = self._next_batch
-                rec = dict(_TEMPLATE)
+                rec = dict(TEMPLATE)
                 rec["batch"], rec["warmup"] = n, n < self.warmup
                 nvtx.push(f"batch {n}")
                 try:

@@ -22,7 +22,8 @@ from . import datasets, meta, report_io, summary, timeline
 from .clock import now_ms
 from .modes import MODES, SPECS, Mode
 from .interrupt import Terminated, install_sigterm, restore_sigterm
-from .recorder import TransferProfiler, resolve_device
+from .devices import resolve_device
+from .recorder import TransferProfiler
 from .workload import GpuWork, busy_cpu
 
 

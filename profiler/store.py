@@ -1,0 +1,55 @@
+"""The recorder's per-batch raw fields, kept compact so that long runs stay small in memory."""
+from __future__ import annotations
+
+from array import array
+from operator import itemgetter
+from typing import Any
+
+from .timeline import RAW_GPU, RAW_HOST
+
+NAN = float("nan")
+
+HOST_FIELDS = ("batch", "bytes", "warmup", "copy_sync", "src_memory") + RAW_HOST
+TEMPLATE: dict[str, Any] = {**{k: NAN for k in RAW_HOST}, "bytes": -1, "warmup": False, "copy_sync": False,
+                             "src_memory": ""}
+_host_row = itemgetter(*HOST_FIELDS)
+_FLUSH = 1024
+
+
+class Store:
+    """Per-batch raw fields in compact columns: about 200 bytes a batch (scripts/bench_memory.py).
+
+    Rows arrive as tuples (one C-level itemgetter per batch) and are moved into typed arrays every
+    ``_FLUSH`` batches; GPU fields are filled in place when their events complete.
+    """
+
+    def __init__(self) -> None:
+        self.host: dict[str, Any] = {k: array("d") for k in RAW_HOST}
+        self.host.update({"batch": array("q"), "bytes": array("q"), "warmup": array("b"),
+                          "copy_sync": array("b"), "src_memory": []})
+        self.gpu: dict[str, array[float]] = {k: array("d") for k in RAW_GPU}
+        self._rows: list[tuple[Any, ...]] = []
+
+    def __len__(self) -> int:
+        return len(self.gpu["h2d_gs"])
+
+    def append(self, rec: dict[str, Any]) -> int:
+        self._rows.append(_host_row(rec))
+        if len(self._rows) >= _FLUSH:
+            self._flush()
+        for col in self.gpu.values():
+            col.append(NAN)
+        return len(self.gpu["h2d_gs"]) - 1
+
+    def _flush(self) -> None:
+        if self._rows:
+            for key, values in zip(HOST_FIELDS, zip(*self._rows)):
+                self.host[key].extend(values)
+            self._rows.clear()
+
+    def columns(self) -> dict[str, Any]:
+        self._flush()
+        out: dict[str, Any] = {**self.host, **self.gpu}
+        out["warmup"] = [bool(v) for v in self.host["warmup"]]
+        out["copy_sync"] = [bool(v) for v in self.host["copy_sync"]]
+        return out
