@@ -232,12 +232,12 @@ def _cmd_diagnose(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import json
 
     from . import report_io
-    from .diagnose import compare_modes, diagnose, render_text, to_json
+    from .diagnose import compare_modes, diagnose, diagnose_ranks, render_text, to_json
 
     tl, folder = _load(args.path)
     cal = pd.read_csv(folder / "calibration.csv") if (folder / "calibration.csv").is_file() else None
     diags = diagnose(tl, cal)
-    text = render_text(diags, compare_modes(tl))
+    text = render_text(diags, compare_modes(tl), diagnose_ranks(tl, cal))
     if args.path.is_dir():
         report_io.write_text_atomic(folder / "diagnosis.md", f"# pinprof diagnosis: {folder.name}\n\n{text}")
     print(json.dumps(to_json(diags), indent=2) if args.json else text)

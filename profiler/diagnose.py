@@ -33,6 +33,12 @@ TOO_SMALL_SHARE = 0.01
 EPOCH_NOISE_SHARE = 0.05
 # Below this many measured batches the medians are not trusted for a verdict.
 MIN_BATCHES = 3
+# Several ranks: one rank's loader wait this many times the other ranks' median makes every rank
+# wait for it at the next collective.
+IMBALANCE_FACTOR = 1.5
+# Several ranks: pinned copies slower than this share of the single-rank calibration mean the ranks'
+# copies compete for host memory bandwidth or a shared PCIe switch.
+CONTENTION_SHARE = 0.8
 
 
 class Verdict(str, Enum):
@@ -208,7 +214,8 @@ def _transfer_findings(m: dict[str, float], cfg: pd.Series, batch: float) -> lis
     return f
 
 
-def render_text(diags: list[Diagnosis], comparisons: list[str] | None = None) -> str:
+def render_text(diags: list[Diagnosis], comparisons: list[str] | None = None,
+                ranks: list[str] | None = None) -> str:
     """The report a person reads: verdict, evidence, ranked changes, then the mode comparison."""
     lines = []
     for d in diags:
@@ -220,6 +227,10 @@ def render_text(diags: list[Diagnosis], comparisons: list[str] | None = None) ->
             for c in sorted(fd.changes, key=lambda c: -c.gain_ms):
                 gain = f" (saves about {c.gain_ms:.3f} ms/batch)" if c.gain_ms > 0 else ""
                 lines.append(f"    - change: {c.what}{gain}")
+        lines.append("")
+    if ranks:
+        lines.append("## Across ranks")
+        lines.extend(f"- {r}" for r in ranks)
         lines.append("")
     if comparisons:
         lines.append("## Against pageable, same loader settings (medians, ms per batch)")
@@ -234,6 +245,37 @@ def to_json(diags: list[Diagnosis]) -> list[dict[str, Any]]:
         out.append({"scenario": d.scenario, "mode": d.mode, "batches": d.batches, "verdict": d.verdict.value,
                     "medians_ms": {k: (None if np.isnan(v) else v) for k, v in d.medians.items()},
                     "findings": [{**asdict(fd), "verdict": fd.verdict.value} for fd in d.findings]})
+    return out
+
+
+def diagnose_ranks(tl: pd.DataFrame, calibration: pd.DataFrame | None = None) -> list[str]:
+    """Findings across the ranks of a distributed run (empty for a single process)."""
+    rows = tl[~tl.warmup]
+    if "world_size" not in rows or rows.world_size.max() < 2:
+        return []
+    out = []
+    for scen, g in rows.groupby("scenario", sort=False):
+        per_rank = g.groupby("rank")
+        fetch = per_rank.fetch_ms.median()
+        batch = per_rank.batch_ms.median()
+        if len(fetch) > 1:
+            slow = fetch.idxmax()
+            others = fetch.drop(slow).median()
+            if fetch[slow] > IMBALANCE_FACTOR * max(others, 1e-9) and fetch[slow] - others > TOO_SMALL_SHARE * batch.median():
+                out.append(f"{scen}: rank imbalance - rank {slow} waits {fetch[slow]:.3f} ms per batch on its loader, "
+                           f"the other ranks {others:.3f} ms; every rank waits for it at the next collective. "
+                           f"Change: more workers or a cheaper shard for rank {slow} (saves about "
+                           f"{fetch[slow] - others:.3f} ms/batch on all ranks).")
+        pinned = g[(g.src_memory == "pinned") & g.h2d_ms.notna() & (g.h2d_ms > 0)]
+        if len(pinned):
+            nbytes = float(pinned.bytes.median())
+            single = pinned_rate_GBps(tl.iloc[0:0], nbytes, calibration)
+            rates = (pinned.bytes / pinned.h2d_ms / 1e6).groupby(pinned["rank"]).median()
+            if not np.isnan(single) and rates.min() < CONTENTION_SHARE * single:
+                out.append(f"{scen}: host-link contention - pinned H2D runs at {rates.min():.1f}-{rates.max():.1f} GB/s "
+                           f"per rank against {single:.1f} GB/s for one rank alone (calibration): the ranks' copies "
+                           "share host memory bandwidth or a PCIe switch. Change: overlap the copies with compute "
+                           "(pinned_nb), or stagger them across ranks.")
     return out
 
 

@@ -221,9 +221,10 @@ def write_report(out: Path, tl: pd.DataFrame, info: dict[str, Any], per_epoch: d
     report_io.write_text_atomic(out / "summary.md", f"# pinprof run {out.name}{partial}\n\n{md}")
     echo(md)
     if len(tl):
-        from .diagnose import compare_modes, diagnose, render_text
+        from .diagnose import compare_modes, diagnose, diagnose_ranks, render_text
 
-        text = render_text(diagnose(tl), compare_modes(tl))
+        cal = pd.read_csv(out / "calibration.csv") if (out / "calibration.csv").is_file() else None
+        text = render_text(diagnose(tl, cal), compare_modes(tl), diagnose_ranks(tl, cal))
         report_io.write_text_atomic(out / "diagnosis.md", f"# pinprof diagnosis: {out.name}{partial}\n\n{text}")
         if plots:
             from . import plots as plotting

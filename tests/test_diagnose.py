@@ -115,3 +115,30 @@ def test_cli_bad_inputs_are_one_line_errors(tmp_path: Path, capsys: pytest.Captu
     assert main(["diagnose", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pinprof diagnose: error:") and "Traceback" not in err
+
+
+def two_ranks(**changes_rank1: float) -> pd.DataFrame:
+    """The recorded pinned_nb scenario as two ranks; rank 1's phases scaled by the given factors."""
+    base = read_timeline(DATA / "h200_default")
+    one = base[base.scenario == "pinned_nb/bs1024/w4"].copy()
+    other = one.copy()
+    for col, factor in changes_rank1.items():
+        other[col] = other[col] * factor
+    return pd.concat([one.assign(rank=0, world_size=2), other.assign(rank=1, world_size=2)], ignore_index=True)
+
+
+def test_rank_imbalance_names_the_slow_rank() -> None:
+    from profiler.diagnose import diagnose_ranks
+
+    assert diagnose_ranks(two_ranks()) == []  # identical ranks: nothing to say
+    (line,) = diagnose_ranks(two_ranks(fetch_ms=6.0, batch_ms=1.5))
+    assert "rank imbalance - rank 1" in line
+
+
+def test_host_link_contention_against_the_single_rank_calibration() -> None:
+    from profiler.diagnose import diagnose_ranks
+
+    cal = pd.read_csv(DATA / "h200_default" / "calibration.csv")
+    assert diagnose_ranks(two_ranks(), cal) == []  # both ranks at the calibrated rate
+    lines = diagnose_ranks(two_ranks(h2d_ms=2.0), cal)  # rank 1 copies at half the rate
+    assert any("host-link contention" in x for x in lines)
