@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from ._version import __version__
 from .modes import MODES
 
 T = TypeVar("T")
+DEFAULT_WORKERS = min(4, os.cpu_count() or 1)
 
 
 class UsageError(Exception):
@@ -80,7 +82,8 @@ def _add_run(sub: Any) -> None:
                                    "(e.g. --batch-size 64,1024) run the cross product.")
     p.add_argument("--modes", type=_modes, default=list(MODES), help=f"comma list of {', '.join(MODES)} or all")
     p.add_argument("--batch-size", type=_list_of(int, "--batch-size", 0, False), default=[64, 1024])
-    p.add_argument("--num-workers", type=_list_of(int, "--num-workers", 0), default=[4])
+    p.add_argument("--num-workers", type=_list_of(int, "--num-workers", 0), default=[DEFAULT_WORKERS],
+                   help=f"default {DEFAULT_WORKERS}: 4, or the CPU cores if fewer")
     p.add_argument("--prefetch-factor", type=_list_of(int, "--prefetch-factor", 0, False), default=[2])
     p.add_argument("--cpu-work-ms", type=_list_of(float, "--cpu-work-ms", 0), default=[2.0],
                    help="busy CPU work per batch, meant to overlap the copy (ms)")
@@ -236,7 +239,8 @@ def _cmd_diagnose(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     tl, folder = _load(args.path)
     cal = pd.read_csv(folder / "calibration.csv") if (folder / "calibration.csv").is_file() else None
-    diags = diagnose(tl, cal)
+    meta = report_io.read_json(folder / "meta.json") if (folder / "meta.json").is_file() else {}
+    diags = diagnose(tl, cal, meta.get("cpu_count"))
     text = render_text(diags, compare_modes(tl), diagnose_ranks(tl, cal))
     if args.path.is_dir():
         report_io.write_text_atomic(folder / "diagnosis.md", f"# pinprof diagnosis: {folder.name}\n\n{text}")

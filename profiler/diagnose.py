@@ -106,8 +106,12 @@ def pinned_rate_GBps(tl: pd.DataFrame, nbytes: float, calibration: pd.DataFrame 
     return float("nan")
 
 
-def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None) -> list[Diagnosis]:
-    """One ``Diagnosis`` per scenario, findings ordered by expected gain (largest first)."""
+def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: int | None = None) -> list[Diagnosis]:
+    """One ``Diagnosis`` per scenario, findings ordered by expected gain (largest first).
+
+    ``cores``: CPU cores of the machine that was measured (meta.json's cpu_count), so that the
+    advice never asks for more loader workers than there are cores.
+    """
     out = []
     for scen, g in tl[~tl.warmup].groupby("scenario", sort=False, dropna=False):
         m = {c: _med(g, f"{c}_ms") for c in ("fetch", "pin", "stage", "h2d", "h2d_call", "cpu_work", "compute",
@@ -115,7 +119,7 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None) -> list[
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)
         cfg = g.iloc[0]
-        findings = _findings(m, cfg, len(g))
+        findings = _findings(m, cfg, len(g), cores)
         findings.sort(key=lambda f: (-f.gain_ms, list(Verdict).index(f.verdict)))
         out.append(Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings))
     return out
@@ -125,7 +129,7 @@ def _fmt(ms: float) -> str:
     return "n/a" if np.isnan(ms) else f"{ms:.3f} ms"
 
 
-def _findings(m: dict[str, float], cfg: pd.Series, n: int) -> list[Finding]:
+def _findings(m: dict[str, float], cfg: pd.Series, n: int, cores: int | None = None) -> list[Finding]:
     if n < MIN_BATCHES:
         return [Finding(Verdict.NO_DATA, f"only {n} measured batch(es); run more (--batches) for a verdict")]
     f: list[Finding] = []
@@ -150,8 +154,12 @@ def _findings(m: dict[str, float], cfg: pd.Series, n: int) -> list[Finding]:
                           Change("note: pinning inside worker processes is no remedy; memory pinned in a worker is "
                                  "not usable by the training process", 0.0)]))
     if fetch >= LOADER_SHARE * batch:
-        changes = [Change(f"raise num_workers (now {workers}) so batches are ready when the loop asks", fetch),
-                   Change("raise prefetch_factor, or make __getitem__/the transforms cheaper", fetch)]
+        if cores is not None and workers is not None and workers >= cores:
+            changes = [Change(f"make __getitem__/the transforms cheaper: num_workers ({workers}) already uses all "
+                              f"{cores} CPU cores, so more workers cannot help", fetch)]
+        else:
+            changes = [Change(f"raise num_workers (now {workers}) so batches are ready when the loop asks", fetch),
+                       Change("raise prefetch_factor, or make __getitem__/the transforms cheaper", fetch)]
         if pin_memory and not np.isnan(m["pin"]) and workers == 0:
             changes.append(Change(f"set pin_memory=False: with no workers the pin ({_fmt(m['pin'])}) runs inside "
                                   "next() on the main thread", m["pin"]))

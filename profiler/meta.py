@@ -1,6 +1,7 @@
 """The sidecar metadata that makes a report readable and comparable later."""
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -31,6 +32,7 @@ def collect(device: torch.device, argv: list[str] | None = None, **extra: Any) -
         "torch_cuda": torch.version.cuda,
         "python": platform.python_version(),
         "host": platform.node(),
+        "cpu_count": os.cpu_count(),
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
         "driver": driver_version() if cuda else None,

@@ -8,6 +8,7 @@ and meta.json says ``"partial": true``.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -37,7 +38,7 @@ class RunOptions:
 
     modes: list[Mode] = field(default_factory=lambda: list(MODES))
     batch_sizes: list[int] = field(default_factory=lambda: [64, 1024])
-    num_workers: list[int] = field(default_factory=lambda: [4])
+    num_workers: list[int] = field(default_factory=lambda: [min(4, os.cpu_count() or 1)])
     prefetch_factors: list[int] = field(default_factory=lambda: [2])
     cpu_work_ms: list[float] = field(default_factory=lambda: [2.0])
     compute_ms: list[float] = field(default_factory=lambda: [2.0])
@@ -224,7 +225,7 @@ def write_report(out: Path, tl: pd.DataFrame, info: dict[str, Any], per_epoch: d
         from .diagnose import compare_modes, diagnose, diagnose_ranks, render_text
 
         cal = pd.read_csv(out / "calibration.csv") if (out / "calibration.csv").is_file() else None
-        text = render_text(diagnose(tl, cal), compare_modes(tl), diagnose_ranks(tl, cal))
+        text = render_text(diagnose(tl, cal, info.get("cpu_count")), compare_modes(tl), diagnose_ranks(tl, cal))
         report_io.write_text_atomic(out / "diagnosis.md", f"# pinprof diagnosis: {out.name}{partial}\n\n{text}")
         if plots:
             from . import plots as plotting

@@ -142,3 +142,12 @@ def test_host_link_contention_against_the_single_rank_calibration() -> None:
     assert diagnose_ranks(two_ranks(), cal) == []  # both ranks at the calibrated rate
     lines = diagnose_ranks(two_ranks(h2d_ms=2.0), cal)  # rank 1 copies at half the rate
     assert any("host-link contention" in x for x in lines)
+
+
+def test_loader_advice_never_asks_for_more_workers_than_cores() -> None:
+    tl = synthetic(fetch=6.0, pin=1.0, batch=8.0, cpu_work=1.0, compute=0.5, wait=0.0, h2d=0.2)  # 4 workers
+    many = diagnose(tl, cores=16)[0].findings[0]
+    few = diagnose(tl, cores=2)[0].findings[0]
+    assert many.verdict == few.verdict == Verdict.LOADER_BOUND
+    assert "raise num_workers (now 4)" in many.changes[0].what
+    assert "already uses all 2 CPU cores" in few.changes[0].what and len(few.changes) == 1
