@@ -104,6 +104,8 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--no-nvtx", action="store_true")
     p.add_argument("--no-calibrate", action="store_true", help="skip the bandwidth calibration")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--nproc", type=_positive_int("--nproc"), default=1,
+                   help="run the matrix in N ranks at once (one GPU each; gloo on CPU), merged into one report")
     p.set_defaults(func=_cmd_run)
 
 
@@ -112,6 +114,15 @@ def _cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     if args.dataset == "synthetic" and args.data_root:
         raise UsageError("--data-root is only read by --dataset cifar10 or imagefolder")
+    if args.nproc > 1:
+        from . import distributed
+
+        if distributed.in_job():
+            raise UsageError("--nproc starts its own ranks; under torchrun leave it out")
+        given = list(argv[1:])  # argv[0] is the verb
+        rest = [a for i, a in enumerate(given) if a != "--nproc" and not (i and given[i - 1] == "--nproc")
+                and not a.startswith("--nproc=")]
+        return distributed.launch(args.nproc, rest)
     opts = RunOptions(modes=args.modes, batch_sizes=args.batch_size, num_workers=args.num_workers,
                       prefetch_factors=args.prefetch_factor, cpu_work_ms=args.cpu_work_ms,
                       compute_ms=args.compute_ms, batches=None if args.epochs else args.batches,

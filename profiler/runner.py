@@ -19,11 +19,11 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader
 
-from . import datasets, meta, report_io, summary, timeline
+from . import datasets, distributed, meta, report_io, summary, timeline
 from .clock import now_ms
 from .modes import MODES, SPECS, Mode
 from .interrupt import Terminated, install_sigterm, restore_sigterm
-from .devices import resolve_device
+from .devices import rank_info, resolve_device
 from .recorder import TransferProfiler
 from .workload import GpuWork, busy_cpu
 
@@ -146,8 +146,22 @@ def run_scenario(sc: Scenario, dataset: Any, device: torch.device, opts: RunOpti
 
 
 def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[str], None] = print) -> tuple[Path, str | None]:
-    """Run every scenario, write the report folder; returns (folder, what interrupted it or None)."""
-    out = prepare_out(opts.out, opts.force)
+    """Run every scenario, write the report folder; returns (folder, what interrupted it or None).
+
+    As one rank of a job (``profiler.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
+    """
+    job = distributed.in_job()
+    if job:
+        rank_device = distributed.init(opts.device)
+        opts.device = str(rank_device) if rank_device is not None else opts.device
+        top = prepare_out(opts.out, opts.force) if rank_info()["rank"] == 0 else None
+        top = Path(str(distributed.agree(str(top))))
+        out = distributed.rank_folder(top)
+        out.mkdir(parents=True, exist_ok=True)
+        run_name = top.name
+    else:
+        out = prepare_out(opts.out, opts.force)
+        run_name = out.name
     device = resolve_device(opts.device)
     if device.type != "cuda":
         echo("pinprof: no CUDA device: GPU phases (h2d, compute) are skipped and pinning is off; "
@@ -155,7 +169,7 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     dataset = datasets.build(opts.dataset, opts.data_root, size=opts.dataset_size, image_size=opts.image_size,
                              download=opts.download)
     scs = scenarios(opts)
-    info = meta.collect(device, argv, run=out.name, options={k: (str(v) if isinstance(v, Path) else v)
+    info = meta.collect(device, argv, run=run_name, options={k: (str(v) if isinstance(v, Path) else v)
                                                                for k, v in asdict(opts).items()},
                         scenarios=[s.name for s in scs], dataset_len=len(dataset))  # type: ignore[arg-type]
     frames: list[pd.DataFrame] = []
@@ -167,9 +181,10 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     try:
         gpu_work = GpuWork(device, max(opts.compute_ms))
         for sc in scs:
+            distributed.barrier()  # under a job, every rank starts the scenario (and its copies) together
             echo(f"pinprof: {sc.name}")
             gpu_work.ms = sc.compute_ms
-            frames.append(run_scenario(sc, dataset, device, opts, out.name, origin, gpu_work,
+            frames.append(run_scenario(sc, dataset, device, opts, run_name, origin, gpu_work,
                                        lambda p: current.__setitem__(slice(None), [p])))
             current.clear()
             per_epoch[sc.name] = len(dataset) // sc.batch_size  # type: ignore[arg-type]
@@ -194,6 +209,17 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     if opts.calibrate and device.type == "cuda" and len(tl) and not interrupted:
         tl = calibrate_and_split(tl, device, out, info, echo)
     write_report(out, tl, info, per_epoch, echo, plots=opts.plots)
+    if job:
+        distributed.barrier()
+        if rank_info()["rank"] == 0:
+            merged = out.parent
+            from .merge import write_merged
+
+            write_merged(merged)
+            mtl = report_io.read_timeline(merged)
+            write_report(merged, mtl, {**report_io.read_json(merged / report_io.META), **info, "partial": info["partial"]},
+                         per_epoch, echo, plots=opts.plots)
+            out = merged
     return out, info.get("interrupted_by")
 
 

@@ -31,3 +31,21 @@ def test_torchrun_two_ranks_merge_into_one_aligned_report(tmp_path: Path) -> Non
     assert cpu[1] > 1.5 * cpu[0]
     summary = (tmp_path / "summary.csv").read_text()
     assert "rank" in summary.splitlines()[0]
+
+
+def test_pinprof_run_nproc_2_on_cpu_merges_the_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    res = subprocess.run([sys.executable, "-m", "profiler", "run", "--nproc", "2", "--device", "cpu", "--modes",
+                          "pageable,staged", "--batches", "6", "--warmup", "1", "--batch-size", "16", "--num-workers",
+                          "0", "--dataset-size", "1024", "--out", str(out), "--no-plots"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    tl = read_timeline(out)
+    assert len(tl) == 2 * 2 * 7 and set(tl["rank"]) == {0, 1} and set(tl.run) == {"rep"}
+    assert {p.name for p in out.iterdir()} >= {"rank0", "rank1", "timeline.csv", "summary.csv", "diagnosis.md"}
+    summary = __import__("pandas").read_csv(out / "summary.csv")
+    assert sorted(zip(summary["rank"], summary.scenario)) == [(0, "pageable/bs16/w0"), (0, "staged/bs16/w0"),
+                                                             (1, "pageable/bs16/w0"), (1, "staged/bs16/w0")]
+    # the ranks started each scenario together (a barrier): first batches within a fraction of a second
+    starts = tl[tl.batch == 0].groupby(["scenario", "rank"]).batch_start_ms.first().unstack()
+    assert (starts[1] - starts[0]).abs().max() < 500.0
