@@ -15,6 +15,14 @@ COLORS: dict[str, str] = {
 }
 
 
+def with_labels(tl: pd.DataFrame) -> pd.DataFrame:
+    """``tl`` with its scenario names made unique per rank when it holds several ranks (merged jobs),
+    so pictures and traces draw each rank's batches in a panel of their own."""
+    if "rank" in tl and tl["rank"].nunique() > 1:
+        return tl.assign(scenario=tl.scenario.astype(str) + " [rank " + tl["rank"].astype(str) + "]")
+    return tl
+
+
 def intervals(tl: pd.DataFrame) -> pd.DataFrame:
     """Long table of drawable intervals: scenario, batch, lane, phase, start_ms, end_ms.
 

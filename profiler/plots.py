@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .lanes import COLORS, LANES, intervals
+from .lanes import COLORS, LANES, intervals, with_labels
 
 LABELS = {"fetch": "fetch (wait on loader)", "pin": "pin (pin thread; inside fetch when num_workers=0)", "stage": "stage (explicit memcpy)",
           "h2d": "h2d (copy on GPU)", "hidden_stage": "hidden staging (driver)", "dma": "DMA",
@@ -30,7 +30,7 @@ def _plt():  # type: ignore[no-untyped-def]
 def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
     """The first ``first`` measured batches of each scenario, one panel each, four lanes."""
     plt = _plt()
-    rows = tl[~tl.warmup]
+    rows = with_labels(tl[~tl.warmup])
     rows = rows[rows.groupby("scenario", sort=False).cumcount() < first]
     scen = list(dict.fromkeys(rows.scenario))
     iv = intervals(rows)
@@ -67,7 +67,7 @@ MAIN_STACK = ("fetch", "stage", "wait", "cpu_work")
 def stacked(tl: pd.DataFrame, path: Path) -> Path:
     """Median main-thread time per batch by phase, one bar per scenario; h2d, pin and compute marked."""
     plt = _plt()
-    rows = tl[~tl.warmup]
+    rows = with_labels(tl[~tl.warmup])
     med = rows.groupby("scenario", sort=False)[[f"{p}_ms" for p in (*MAIN_STACK, "batch", "h2d", "pin", "compute")]].median()
     med = med.fillna(0.0)
     other = (med.batch_ms - med[[f"{p}_ms" for p in MAIN_STACK]].sum(axis=1)).clip(lower=0)

@@ -11,11 +11,12 @@ from typing import Any
 
 import pandas as pd
 
-from .lanes import LANES, intervals
+from .lanes import LANES, intervals, with_labels
 from .report_io import write_text_atomic
 
 
 def chrome_trace(tl: pd.DataFrame) -> dict[str, Any]:
+    tl = with_labels(tl)
     events: list[dict[str, Any]] = []
     scen = list(dict.fromkeys(tl.scenario))
     lanes = list(LANES)

@@ -85,3 +85,15 @@ def test_recorded_nsys_capture_imports_ranges_without_memcpy_records() -> None:
     assert len(joined) == 66
     # the NVTX h2d range is the host call pinprof timed: same quantity from two clocks
     assert (joined.h2d_call_ms > 0).all()
+
+
+def test_merged_ranks_get_a_panel_each(tl: pd.DataFrame, tmp_path: Path) -> None:
+    from profiler.lanes import with_labels
+
+    two = pd.concat([tl.assign(rank=0), tl.assign(rank=1)], ignore_index=True)
+    labels = set(with_labels(two).scenario)
+    assert "pinned_nb/bs1024/w4 [rank 1]" in labels and len(labels) == 2 * tl.scenario.nunique()
+    assert set(with_labels(tl).scenario) == set(tl.scenario)  # one rank: names unchanged
+    events = json.loads(trace.write(two, tmp_path / "t.json").read_text())["traceEvents"]
+    procs = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert len(procs) == 2 * tl.scenario.nunique()
