@@ -169,14 +169,15 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     dataset = datasets.build(opts.dataset, opts.data_root, size=opts.dataset_size, image_size=opts.image_size,
                              download=opts.download)
     scs = scenarios(opts)
+    origin = now_ms()  # every scenario's intervals count from here; merge aligns ranks by it
     info = meta.collect(device, argv, run=run_name, options={k: (str(v) if isinstance(v, Path) else v)
                                                                for k, v in asdict(opts).items()},
-                        scenarios=[s.name for s in scs], dataset_len=len(dataset))  # type: ignore[arg-type]
+                        scenarios=[s.name for s in scs], dataset_len=len(dataset),  # type: ignore[arg-type]
+                        origin_monotonic_ms=origin, **rank_info())
     frames: list[pd.DataFrame] = []
     per_epoch: dict[str, int] = {}
     current: list[TransferProfiler] = []
     interrupted = False
-    origin = now_ms()
     previous = install_sigterm()
     try:
         gpu_work = GpuWork(device, max(opts.compute_ms))
@@ -215,9 +216,8 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
             merged = out.parent
             from .merge import write_merged
 
-            write_merged(merged)
-            mtl = report_io.read_timeline(merged)
-            write_report(merged, mtl, {**report_io.read_json(merged / report_io.META), **info, "partial": info["partial"]},
+            write_merged(merged)  # its meta.json: rank 0's, plus ranks, clock_aligned, partial of any rank
+            write_report(merged, report_io.read_timeline(merged), report_io.read_json(merged / report_io.META),
                          per_epoch, echo, plots=opts.plots)
             out = merged
     return out, info.get("interrupted_by")

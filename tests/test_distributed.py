@@ -46,6 +46,8 @@ def test_pinprof_run_nproc_2_on_cpu_merges_the_ranks(tmp_path: Path) -> None:
     summary = __import__("pandas").read_csv(out / "summary.csv")
     assert sorted(zip(summary["rank"], summary.scenario)) == [(0, "pageable/bs16/w0"), (0, "staged/bs16/w0"),
                                                              (1, "pageable/bs16/w0"), (1, "staged/bs16/w0")]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["ranks"] == [0, 1] and meta["clock_aligned"] is True and meta["partial"] is False
     # the ranks started each scenario together (a barrier): first batches within a fraction of a second
     starts = tl[tl.batch == 0].groupby(["scenario", "rank"]).batch_start_ms.first().unstack()
     assert (starts[1] - starts[0]).abs().max() < 500.0
