@@ -114,7 +114,6 @@ class TransferProfiler:
             raise ValueError(f"warmup={warmup} must be >= 0")
         self.device = resolve_device(device)
         self.cuda = self.device.type == "cuda"
-        self.gpu_note = "" if self.cuda else "no CUDA device: GPU phases (h2d, compute) are not measured"
         self.nvtx = NvtxEmitter(enabled=nvtx)
         self.run, self.scenario, self.warmup = run, scenario, warmup
         self.out = out

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from .batch_tree import map_tensors, tensor_bytes
+from .batch_tree import iter_tensors, map_tensors, tensor_bytes
 from .clock import now_ms
 
 DEFAULT_CHUNK_BYTES = 8 << 20  # large enough to reach the DMA plateau (about 4 MiB, FACTS.md)
@@ -128,8 +128,9 @@ class PinnedStager:
         if self._cuda and last[0] is not None:
             consumer = consumer or torch.cuda.current_stream(self.device)
             consumer.wait_event(last[0])
-            for t in _device_leaves(out, self.device):
-                t.record_stream(consumer)
+            for t in iter_tensors(out):
+                if t.device.type == "cuda":
+                    t.record_stream(consumer)
         if not self._cuda:
             out = batch  # nothing to transfer: the memcpy was the measurement
         return StageResult(out, start, now_ms(), first[0], last[0])
@@ -176,12 +177,6 @@ class PinnedStager:
             self._free[k] = done
             last[0] = done
         return dst
-
-
-def _device_leaves(batch: Any, device: torch.device) -> list[torch.Tensor]:
-    from .batch_tree import iter_tensors
-
-    return [t for t in iter_tensors(batch) if t.device.type == device.type]
 
 
 def to_device_staged(batch: Any, device: str | torch.device = "cuda", stager: PinnedStager | None = None) -> Any:

@@ -30,9 +30,6 @@ class Store:
         self.gpu: dict[str, array[float]] = {k: array("d") for k in RAW_GPU}
         self._rows: list[tuple[Any, ...]] = []
 
-    def __len__(self) -> int:
-        return len(self.gpu["h2d_gs"])
-
     def append(self, rec: dict[str, Any]) -> int:
         self._rows.append(_host_row(rec))
         if len(self._rows) >= _FLUSH:

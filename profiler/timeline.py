@@ -60,7 +60,6 @@ CONFIG: dict[str, str] = {
 DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_size": 1}
 SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG}
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
-GPU_COLUMNS: tuple[str, ...] = ("h2d_ms", "compute_ms")
 
 # Raw per-batch fields the recorder fills: host times in ms on the now_ms clock, GPU times in ms
 # elapsed since the first anchor event (NaN when absent).
