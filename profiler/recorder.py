@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -121,6 +122,7 @@ class TransferProfiler:
         self._config: dict[str, Any] = dict(config or {})
         self._store = Store()
         self._pending: deque[tuple[int, tuple[Any, ...], bool]] = deque()
+        self._recent: deque[tuple[float, float, float]] = deque(maxlen=50)  # for live progress only
         self._cur: dict[str, Any] | None = None
         self._next_batch = 0
         self._warned: set[str] = set()
@@ -198,6 +200,8 @@ class TransferProfiler:
         h2d = rec.get("_h2d", (None, None))
         events = (h2d[0], h2d[1], rec.get("_comp_start"), rec.get("_comp_end"))
         row = self._store.append(rec)
+        self._recent.append((rec["fetch_e"] - rec["fetch_s"], rec["call_e"] - rec["call_s"],
+                             rec["batch_e"] - rec["batch_s"]))
         if any(e is not None for e in events):
             self._pending.append((row, events, rec.get("_pooled", True)))
         self._next_batch += 1
@@ -337,6 +341,15 @@ class TransferProfiler:
                 self._pool.put(*events)
             else:
                 self._pool.put(*events[2:])
+
+    def live_medians(self) -> dict[str, float]:
+        """Median host-side fetch, copy-call and batch times (ms) over the last 50 batches: cheap
+        enough for a progress bar; GPU times are only read in ``timeline()``."""
+        if not self._recent:
+            return {}
+        cols = list(zip(*self._recent))
+        return {k: float(np.nanmedian(v)) if not np.all(np.isnan(v)) else float("nan")
+                for k, v in zip(("fetch", "copy", "batch"), (np.asarray(c) for c in cols))}
 
     def timeline(self) -> pd.DataFrame:
         """One row per completed batch so far; safe to call mid-run (e.g. for a partial report)."""

@@ -139,6 +139,8 @@ def run_scenario(sc: Scenario, dataset: Any, device: torch.device, opts: RunOpti
                         loss = gpu_work(x)
                     loss.item()  # a training loop reads its loss: the one sync per step, as users have
                 bar.update(1)
+                if enabled and bar.n % 10 == 0:
+                    bar.set_postfix({k: f"{v:.2f}ms" for k, v in prof.live_medians().items() if v == v}, refresh=False)
     finally:
         bar.close()
         prof.close()

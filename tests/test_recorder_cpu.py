@@ -177,3 +177,13 @@ def test_pinned_memory_that_cannot_be_had_is_a_clear_error_and_the_profiler_fall
             assert torch.equal(prof.to_device(batch), torch.ones(4))
     tl = prof.timeline()
     assert len(tl) == 3 and set(tl["mode"]) == {"pageable"} and tl.stage_ms.isna().all()
+
+
+def test_live_medians_for_the_progress_bar() -> None:
+    prof = TransferProfiler(mode="pageable", device="cpu")
+    assert prof.live_medians() == {}
+    for batch in prof.batches(DataLoader(SlowDataset(24, 0.001), batch_size=2)):
+        prof.to_device(batch)
+    live = prof.live_medians()
+    assert live["fetch"] >= 2.0 and live["batch"] >= live["fetch"]
+    assert np.isnan(live["copy"])  # no copy on a CPU device
