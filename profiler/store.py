@@ -40,13 +40,20 @@ class Store:
 
     def _flush(self) -> None:
         if self._rows:
-            for key, values in zip(HOST_FIELDS, zip(*self._rows)):
+            rows, self._rows = self._rows, []  # swap first: an interrupted flush never extends twice
+            for key, values in zip(HOST_FIELDS, zip(*rows)):
                 self.host[key].extend(values)
-            self._rows.clear()
 
     def columns(self) -> dict[str, Any]:
+        """Every column cut to the rows all of them hold.
+
+        A signal (Ctrl-C, SIGTERM) runs its handler between any two bytecodes, so it can interrupt
+        ``append`` or ``_flush`` half way; the torn last row is dropped rather than failing the report.
+        """
         self._flush()
-        out: dict[str, Any] = {**self.host, **self.gpu}
-        out["warmup"] = [bool(v) for v in self.host["warmup"]]
-        out["copy_sync"] = [bool(v) for v in self.host["copy_sync"]]
+        cols: dict[str, Any] = {**self.host, **self.gpu}
+        n = min(len(c) for c in cols.values())
+        out = {k: c[:n] for k, c in cols.items()}
+        out["warmup"] = [bool(v) for v in out["warmup"]]
+        out["copy_sync"] = [bool(v) for v in out["copy_sync"]]
         return out

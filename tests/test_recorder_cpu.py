@@ -187,3 +187,12 @@ def test_live_medians_for_the_progress_bar() -> None:
     live = prof.live_medians()
     assert live["fetch"] >= 2.0 and live["batch"] >= live["fetch"]
     assert np.isnan(live["copy"])  # no copy on a CPU device
+
+
+def test_a_row_torn_by_a_signal_is_dropped_not_fatal() -> None:
+    prof = TransferProfiler(mode="pageable", device="cpu")
+    for batch in prof.batches([torch.ones(2)] * 3):
+        prof.to_device(batch)
+    prof._store._rows.append(prof._store._rows[-1])  # a host row whose GPU columns were never appended
+    tl = prof.timeline()
+    assert list(tl.batch) == [0, 1, 2]

@@ -69,7 +69,8 @@ def test_a_killed_worker_leaves_a_partial_report(tmp_path: Path) -> None:
     check_partial(tmp_path, 3, "RuntimeError")
 
 
-def test_pinprof_run_sigterm_exits_143_with_partial_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig, code, why", [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
+def test_pinprof_run_signal_exits_with_partial_report(tmp_path: Path, sig: signal.Signals, code: int, why: str) -> None:
     out = tmp_path / "rep"
     proc = start(["-m", "profiler", "run", "--device", "cpu", "--modes", "pageable,staged", "--batches", "400",
                   "--batch-size", "16", "--num-workers", "0", "--dataset-size", "8192", "--cpu-work-ms", "3",
@@ -79,11 +80,11 @@ def test_pinprof_run_sigterm_exits_143_with_partial_report(tmp_path: Path) -> No
         if line.startswith("pinprof: staged/"):
             break
     time.sleep(random.Random(7).uniform(0.2, 0.8))
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     out_text, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 143
+    assert proc.returncode == code
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["partial"] is True and meta["interrupted_by"] == "SIGTERM"
+    assert meta["partial"] is True and meta["interrupted_by"] == why
     tl = read_timeline(out)
     assert (tl["mode"] == "pageable").sum() == 405  # the finished scenario: 5 warm-up + 400 batches
     assert "PARTIAL" in (out / "summary.md").read_text()
