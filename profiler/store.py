@@ -39,10 +39,15 @@ class Store:
         return len(self.gpu["h2d_gs"]) - 1
 
     def _flush(self) -> None:
-        if self._rows:
-            rows, self._rows = self._rows, []  # swap first: an interrupted flush never extends twice
-            for key, values in zip(HOST_FIELDS, zip(*rows)):
-                self.host[key].extend(values)
+        if not self._rows:
+            return
+        # Idempotent: a flush cut short by a signal is completed by the next one, never duplicated;
+        # each column takes only the rows it does not hold yet.
+        base = min(len(c) for c in self.host.values())
+        for key, values in zip(HOST_FIELDS, zip(*self._rows)):
+            col = self.host[key]
+            col.extend(values[len(col) - base:])
+        self._rows.clear()
 
     def columns(self) -> dict[str, Any]:
         """Every column cut to the rows all of them hold.

@@ -196,3 +196,15 @@ def test_a_row_torn_by_a_signal_is_dropped_not_fatal() -> None:
     prof._store._rows.append(prof._store._rows[-1])  # a host row whose GPU columns were never appended
     tl = prof.timeline()
     assert list(tl.batch) == [0, 1, 2]
+
+
+def test_an_interrupted_flush_is_completed_not_duplicated() -> None:
+    from profiler.store import HOST_FIELDS
+
+    prof = TransferProfiler(mode="pageable", device="cpu")
+    for batch in prof.batches([torch.ones(2)] * 4):
+        prof.to_device(batch)
+    store = prof._store
+    first = HOST_FIELDS[0]
+    store.host[first].extend(v[0] for v in store._rows)  # a flush that stopped after its first column
+    assert list(prof.timeline().batch) == [0, 1, 2, 3]
