@@ -29,8 +29,11 @@ def iter_tensors(batch: Any) -> Iterator[torch.Tensor]:
         for value in batch:
             yield from iter_tensors(value)
     elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        # The same fields map_tensors rebuilds (init fields; the others are derived in
+        # __post_init__): the two walks must visit tensors in the same order.
         for field in dataclasses.fields(batch):
-            yield from iter_tensors(getattr(batch, field.name))
+            if field.init:
+                yield from iter_tensors(getattr(batch, field.name))
 
 
 def map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

@@ -50,3 +50,25 @@ def test_memory_kind_of_cpu_tensors_is_pageable_here() -> None:
 def test_a_batch_without_tensors_gets_an_error_naming_its_type(batch: object) -> None:
     with pytest.raises(BatchTypeError, match=type(batch).__name__):
         require_tensors(batch)
+
+
+@dataclasses.dataclass
+class WithDerived:
+    a: torch.Tensor
+    b: torch.Tensor
+    derived: torch.Tensor = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.derived = self.a + 1
+
+
+def test_the_two_walks_visit_the_same_tensors_in_the_same_order() -> None:
+    batch = [WithDerived(torch.zeros(2), torch.ones(3)), {"c": torch.full((4,), 2.0)}]
+    visited: list[torch.Tensor] = []
+    map_tensors(batch, lambda t: visited.append(t) or t)
+    assert [id(t) for t in iter_tensors(batch)] == [id(t) for t in visited]
+    # the recorder hands out its copies in iter_tensors order: every tensor must land in its own place
+    copies = iter([t.clone() * 10 for t in iter_tensors(batch)])
+    out = map_tensors(batch, lambda t: next(copies))
+    assert torch.equal(out[0].b, torch.full((3,), 10.0)) and torch.equal(out[1]["c"], torch.full((4,), 20.0))
+    assert torch.equal(out[0].derived, torch.ones(2))  # recomputed by __post_init__ from the new a
