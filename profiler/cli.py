@@ -265,9 +265,7 @@ def _cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
     tl, folder = _load(args.path)
     out = args.out or folder
     out.mkdir(parents=True, exist_ok=True)
-    made = [plots.gantt(tl, out / "gantt.png", first=args.batches), plots.stacked(tl, out / "phases.png")]
-    if (folder / "bandwidth.csv").is_file():
-        made.append(plots.bandwidth(pd.read_csv(folder / "bandwidth.csv"), out / "bandwidth.png"))
+    made = plots.write_all(tl, out, source=folder, first=args.batches)
     print("pinprof plot: wrote " + ", ".join(str(p) for p in made))
     return 0
 

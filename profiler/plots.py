@@ -127,9 +127,11 @@ def _size(b: float) -> str:
     return f"{int(b)} B"
 
 
-def write_all(tl: pd.DataFrame, out: Path) -> list[Path]:
-    """The report's pictures; the bandwidth chart only where a sweep is in the folder."""
-    made = [gantt(tl, out / "gantt.png"), stacked(tl, out / "phases.png")]
-    if (out / "bandwidth.csv").is_file():
-        made.append(bandwidth(pd.read_csv(out / "bandwidth.csv"), out / "bandwidth.png"))
+def write_all(tl: pd.DataFrame, out: Path, source: Path | None = None, first: int = 6) -> list[Path]:
+    """The report's pictures into ``out``; the bandwidth chart only where the report folder
+    (``source``, default ``out``) holds a sweep."""
+    source = source or out
+    made = [gantt(tl, out / "gantt.png", first=first), stacked(tl, out / "phases.png")]
+    if (source / "bandwidth.csv").is_file():
+        made.append(bandwidth(pd.read_csv(source / "bandwidth.csv"), out / "bandwidth.png"))
     return made
