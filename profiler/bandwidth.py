@@ -32,6 +32,30 @@ METHODS = ("pageable_h2d", "pinned_h2d", "d2h", "memcpy_to_pinned", "pin_memory"
 PCIE_LANE_GBps = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
+_UNITS = {"K": KiB, "M": MiB, "G": GiB}
+
+
+def parse_size(text: str) -> int:
+    """``64K``, ``12.5M``, ``1G`` (binary units; ``KiB``/``MB`` spellings too) or plain bytes."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    try:
+        value = float(t[:-1]) * _UNITS[t[-1]] if t and t[-1] in _UNITS else float(t)
+    except ValueError:
+        raise ValueError(f"size {text!r} is not a size like 64K, 12.5M or 1G") from None
+    if not 1 <= value <= 64 * GiB:
+        raise ValueError(f"size {text!r} must be between 1 byte and 64G")
+    return int(value)
+
+
+def format_size(nbytes: float) -> str:
+    """``12.5 MiB`` style, for tables and axes."""
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if nbytes >= scale:
+            v = nbytes / scale
+            return f"{v:g} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
 def _random(nbytes: int, pin: bool = False, device: torch.device | None = None) -> torch.Tensor:
     t = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=device)
     return t.pin_memory() if pin else t

@@ -279,15 +279,12 @@ def _cmd_trace(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    from .bandwidth import parse_size
+
     try:
-        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size {text!r} is not a size like 64K, 12.5M or 1G") from None
-    if value < 1 or value > (64 << 30):
-        raise argparse.ArgumentTypeError(f"size {text!r} must be between 1 byte and 64G")
-    return int(value)
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _add_bandwidth(sub: Any) -> None:
@@ -314,7 +311,7 @@ def _cmd_bandwidth(args: argparse.Namespace, argv: Sequence[str]) -> int:
     limit, link = bandwidth.link_limit_GBps()
     plots.bandwidth(table, out / "bandwidth.png", limit)
     wide = table.pivot(index="bytes", columns="method", values="GBps")[list(bandwidth.METHODS)]
-    wide.index = [plots._size(b) for b in wide.index]
+    wide.index = [bandwidth.format_size(b) for b in wide.index]
     print(wide.round(2).to_string())
     best = table[table.method.isin(["pinned_h2d", "d2h"])].GBps.max()
     print(f"peak pinned copy {best:.1f} GB/s; {link}" + (f": limit {limit:.1f} GB/s, {best / limit:.0%} of it" if limit else ""))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .bandwidth import format_size
 from .lanes import COLORS, LANES, intervals, with_labels
 
 LABELS = {"fetch": "fetch (wait on loader)", "pin": "pin (pin thread; inside fetch when num_workers=0)", "stage": "stage (explicit memcpy)",
@@ -107,7 +108,7 @@ def bandwidth(sweep: pd.DataFrame, path: Path, link_GBps: float | None = None) -
         ax.axhline(link_GBps, color="k", ls="--", lw=1, label=f"link limit {link_GBps:.0f} GB/s")
     ax.set_xscale("log", base=2)
     ticks = sweep.bytes.drop_duplicates().sort_values()
-    ax.set_xticks(ticks, [_size(b) for b in ticks], rotation=45, fontsize=7)
+    ax.set_xticks(ticks, [format_size(b) for b in ticks], rotation=45, fontsize=7)
     ax.set_xlabel("transfer size")
     ax.set_ylabel("bandwidth (GB/s, 1e9 bytes)")
     ax.set_title("Host-device copy bandwidth by method (median of repeats)", fontsize=10)
@@ -117,14 +118,6 @@ def bandwidth(sweep: pd.DataFrame, path: Path, link_GBps: float | None = None) -
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def _size(b: float) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= scale:
-            v = b / scale
-            return f"{v:g} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{int(b)} B"
 
 
 def write_all(tl: pd.DataFrame, out: Path, source: Path | None = None, first: int = 6) -> list[Path]:

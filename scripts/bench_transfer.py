@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 import torch
 
+from profiler.bandwidth import parse_size
 from profiler.staging import PinnedStager
 
-MiB = 1 << 20
 
 
 def timed(fn: Callable[[], None]) -> float:
@@ -64,7 +64,7 @@ def main() -> None:
     stager = PinnedStager(dev)
     print(f"{'size':>6} {'method':<18} {'ms/tensor':>10} {'GB/s':>7} {'x pageable':>10}")
     for text in args.sizes.split(","):
-        nbytes = int(float(text[:-1]) * {"K": 1 << 10, "M": MiB, "G": 1 << 30}[text[-1].upper()])
+        nbytes = parse_size(text)
         srcs = [torch.randint(0, 256, (nbytes,), dtype=torch.uint8) for _ in range(args.tensors)]
         pinned = [s.pin_memory() for s in srcs]
         methods: dict[str, Callable[[], None]] = {
