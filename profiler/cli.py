@@ -181,23 +181,22 @@ def _cmd_nsys(args: argparse.Namespace, argv: Sequence[str]) -> int:
               "Systems' host part is (scripts/get_nsys.sh)")
         return 0
     compare_with = args.compare or next(iter(sorted(args.out.rglob("timeline.csv"))), None)
-    table = nsys_run.import_report(captured, args.out, compare_with)
-    print(f"pinprof nsys: {len(table)} batches -> {args.out / 'nsys_timeline.csv'}")
-    if compare_with is not None:
-        _print_compare(pd.read_csv(args.out / "nsys_compare.csv"))
+    done = nsys_run.import_report(captured, args.out, compare_with)
+    print(f"pinprof nsys: {len(done.table)} batches -> {done.out_dir / 'nsys_timeline.csv'}")
+    if done.comparison is not None:
+        _print_compare(done.comparison)
     return 0
 
 
 def _cmd_nsys_import(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from . import nsys_run
 
-    table = nsys_run.import_report(args.report, args.out, args.compare)
-    out = Path(args.out or nsys_run.to_sqlite(args.report).parent)
-    print(table[["scenario", "batch", "bytes", "src_memory", "h2d_ms", "api_ms", "h2d_call_ms", "fetch_ms",
-                 "batch_ms"]].head(12).to_string(index=False))
-    print(f"pinprof nsys-import: {len(table)} batches -> {out / 'nsys_timeline.csv'}")
-    if args.compare is not None:
-        _print_compare(pd.read_csv(out / "nsys_compare.csv"))
+    done = nsys_run.import_report(args.report, args.out, args.compare)
+    print(done.table[["scenario", "batch", "bytes", "src_memory", "h2d_ms", "api_ms", "h2d_call_ms", "fetch_ms",
+                      "batch_ms"]].head(12).to_string(index=False))
+    print(f"pinprof nsys-import: {len(done.table)} batches -> {done.out_dir / 'nsys_timeline.csv'}")
+    if done.comparison is not None:
+        _print_compare(done.comparison)
     return 0
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -102,17 +103,25 @@ def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
     return out
 
 
-def import_report(path: Path, out_dir: Path | None = None, compare_with: Path | None = None) -> pd.DataFrame:
-    """Import a capture, write nsys_timeline.csv (and nsys_compare.csv) next to it; return the table."""
+class Imported(NamedTuple):
+    table: pd.DataFrame  # nsys_timeline.csv
+    comparison: pd.DataFrame | None  # nsys_compare.csv, when a pinprof timeline was given
+    out_dir: Path  # where both were written
+
+
+def import_report(path: Path, out_dir: Path | None = None, compare_with: Path | None = None) -> Imported:
+    """Import a capture, write nsys_timeline.csv (and nsys_compare.csv) into ``out_dir`` (default:
+    next to the capture)."""
     sqlite = to_sqlite(Path(path))
     table = import_sqlite(sqlite)
     out_dir = Path(out_dir or sqlite.parent)
     out_dir.mkdir(parents=True, exist_ok=True)
     report_io.write_csv(table, out_dir / "nsys_timeline.csv")
+    comparison = None
     if compare_with is not None:
-        ours = report_io.read_timeline(compare_with)
-        report_io.write_csv(compare(ours, table), out_dir / "nsys_compare.csv")
-    return table
+        comparison = compare(report_io.read_timeline(compare_with), table)
+        report_io.write_csv(comparison, out_dir / "nsys_compare.csv")
+    return Imported(table, comparison, out_dir)
 
 
 def profile(command: Sequence[str], out: Path, gpu: bool, capture_range: str | None = None) -> Path:
