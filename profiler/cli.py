@@ -248,7 +248,7 @@ def _cmd_diagnose(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .diagnose import compare_modes, diagnose, diagnose_ranks, render_text, to_json
 
     tl, folder = _load(args.path)
-    cal = pd.read_csv(folder / "calibration.csv") if (folder / "calibration.csv").is_file() else None
+    cal = report_io.read_calibration(folder)
     meta = report_io.read_json(folder / "meta.json") if (folder / "meta.json").is_file() else {}
     diags = diagnose(tl, cal, meta.get("cpu_count"))
     text = render_text(diags, compare_modes(tl), diagnose_ranks(tl, cal))

@@ -19,6 +19,7 @@ from .timeline import SCHEMA, conform
 TIMELINE = "timeline.csv"
 SUMMARY = "summary.csv"
 META = "meta.json"
+CALIBRATION = "calibration.csv"
 
 
 class ReportError(ValueError):
@@ -73,6 +74,12 @@ def resolve_timeline_path(path: Path) -> Path:
     if not path.exists():
         raise ReportError(f"{path}: no such file or folder")
     return path
+
+
+def read_calibration(folder: Path) -> pd.DataFrame | None:
+    """The report's bandwidth calibration (bytes, pinned_GBps, pageable_GBps), or None if it has none."""
+    path = Path(folder) / CALIBRATION
+    return pd.read_csv(path) if path.is_file() else None
 
 
 REQUIRED = ("mode", "batch", "bytes")

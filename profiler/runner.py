@@ -233,7 +233,7 @@ def calibrate_and_split(tl: pd.DataFrame, device: torch.device, out: Path, info:
     sizes = sorted({int(b) for b in tl.groupby("scenario").bytes.median() if b > 0})
     echo(f"pinprof: calibrating pinned bandwidth at {len(sizes)} size(s) (cached; --no-calibrate skips)")
     cal = bandwidth.calibration(sizes, device)
-    report_io.write_csv(cal, out / "calibration.csv")
+    report_io.write_csv(cal, out / report_io.CALIBRATION)
     info["calibration"] = cal.to_dict(orient="list")
     return split.apply(tl, cal)
 
@@ -252,7 +252,7 @@ def write_report(out: Path, tl: pd.DataFrame, info: dict[str, Any], per_epoch: d
     if len(tl):
         from .diagnose import compare_modes, diagnose, diagnose_ranks, render_text
 
-        cal = pd.read_csv(out / "calibration.csv") if (out / "calibration.csv").is_file() else None
+        cal = report_io.read_calibration(out)
         text = render_text(diagnose(tl, cal, info.get("cpu_count")), compare_modes(tl), diagnose_ranks(tl, cal))
         report_io.write_text_atomic(out / "diagnosis.md", f"# pinprof diagnosis: {out.name}{partial}\n\n{text}")
         if plots:
