@@ -30,11 +30,17 @@ def src_memory_of(name: str) -> str:
     return ""
 
 
-def capture(fn: Callable[[], Any]) -> pd.DataFrame:
-    """Run ``fn`` under torch.profiler (CPU + CUDA activities) and return its memcpys and runtime calls."""
+def capture(fn: Callable[[], Any], host_ops: bool = True) -> pd.DataFrame:
+    """Run ``fn`` under torch.profiler and return its memcpys and runtime calls.
+
+    host_ops: also record torch's host-side operators (``ProfilerActivity.CPU``). Turn it off when
+        host timing matters: recording every torch operator slows the host path between pinprof's
+        events and the runtime call being checked.
+    """
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if host_ops else [ProfilerActivity.CUDA]
+    with profile(activities=activities) as prof:
         fn()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)

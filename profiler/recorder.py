@@ -25,9 +25,10 @@ import pandas as pd
 import torch
 
 from . import batch_tree
-from .clock import Anchor, ClockMap, EventPool, now_ms, take_anchor
+from .clock import Anchor, ClockMap, EventPool, current_stream, now_ms, take_anchor
 from .devices import rank_info, resolve_device
-from .gate import StreamGate, make_gate
+from .gate import StreamGate, gate_wanted, make_gate
+from .hazards import HazardWatch, hazards_wanted
 from .interrupt import Terminated, install_sigterm, restore_sigterm
 from .modes import SPECS, Mode, parse_mode
 from .nvtx_ranges import NvtxEmitter
@@ -60,7 +61,7 @@ class _Phase:
             if rec["request"] != rec["request"]:  # NaN: first compute of this batch
                 rec["request"] = self.start
             if prof.cuda:
-                stream = rec.get("_stream") or torch.cuda.current_stream(prof.device)
+                stream = rec.get("_stream") or current_stream(prof._index)
                 ev = prof._pool.get()
                 _record(ev, stream)
                 rec.setdefault("_comp_start", ev)
@@ -73,7 +74,7 @@ class _Phase:
         key = "cpu" if self.name == "cpu_work" else "comp"
         if self.name == "compute" and prof.cuda:
             ev = prof._pool.get()
-            _record(ev, rec.get("_stream") or torch.cuda.current_stream(prof.device))
+            _record(ev, rec.get("_stream") or current_stream(prof._index))
             old = rec.get("_comp_end")
             if old is not None:
                 prof._pool.put(old)
@@ -94,6 +95,8 @@ class TransferProfiler:
     warmup: the first ``warmup`` batches are flagged ``warmup=True`` (kept, excluded from summaries).
     gate: time copies from pinned memory behind a held stream (``profiler.gate``) for exact h2d_ms.
     out: report folder written when the profiler is used as a context manager (see ``__enter__``).
+    hazards: watch the loop for the two non_blocking races and warn once each (``profiler.hazards``;
+        costs microseconds per torch operator, so off unless True or ``PINPROF_HAZARDS=1``).
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class TransferProfiler:
         config: dict[str, Any] | None = None,
         gate: bool = True,
         out: str | Path | None = None,
+        hazards: bool | None = None,
     ) -> None:
         self.mode: Mode | Literal["auto"] = mode if mode == "auto" else parse_mode(mode)
         if warmup < 0:
@@ -129,10 +133,12 @@ class TransferProfiler:
         self._anchor: Anchor | None = None
         self._stager: PinnedStager | None = None
         self._gate: StreamGate | None = None
+        self._hazards = hazards_wanted(hazards)
+        self._index = self.device.index if self.device.index is not None else (torch.cuda.current_device() if self.cuda else 0)
         if self.cuda:
             self._pool = EventPool(self.device)
             self._copy_stream = torch.cuda.Stream(self.device)
-            self._gate = make_gate(self.device) if gate else None
+            self._gate = make_gate(self.device) if gate and gate_wanted() else None
 
     # -- the loop -------------------------------------------------------------------------------
     def batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
@@ -141,6 +147,9 @@ class TransferProfiler:
             raise ValueError(f"limit={limit} must be >= 0 or None")
         self._begin(loader)
         nvtx = self.nvtx
+        watch = HazardWatch(lambda: self._next_batch) if self._hazards and self.cuda else None
+        if watch is not None:
+            watch.__enter__()
         PIN_HOOK.install(nvtx)
         # One range around the loop names the scenario, so an nsys import can tell loops apart.
         nvtx.push(f"loop {self.scenario or self.mode}")
@@ -179,17 +188,22 @@ class TransferProfiler:
         finally:
             nvtx.pop()
             PIN_HOOK.uninstall()
+            if watch is not None:
+                watch.__exit__(None, None, None)
 
     def _begin(self, loader: Iterable[Any]) -> None:
         if self._origin is None:
             self._origin = now_ms()
         if self.cuda and self._anchor is None:
-            self._anchor = take_anchor(torch.cuda.current_stream(self.device))
+            self._anchor = take_anchor(current_stream(self._index), self._gate)
         for key in ("batch_size", "num_workers", "pin_memory", "prefetch_factor"):
             if key not in self._config and hasattr(loader, key):
                 self._config[key] = getattr(loader, key)
         if self._config.get("num_workers") == 0:
             self._config["prefetch_factor"] = None  # the DataLoader ignores it without workers
+        if self._hazards and not self.cuda:
+            self._warn_once("hazards-no-cuda", "hazard detection watches CUDA copies and there is no CUDA "
+                            "device: it stays off")
         if self._config.get("pin_memory") and not self.cuda:
             self._warn_once("pin-no-cuda", "the loader has pin_memory=True but there is no CUDA device: "
                             "torch skips pinning, so pin_ms stays empty")
@@ -228,18 +242,24 @@ class TransferProfiler:
         if spec.pin_memory and kind != "pinned":
             self._warn_once("expect-pinned", f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
                             "DataLoader, or the copy is staged by the driver and blocks")
-        compute_stream = rec["_stream"] = torch.cuda.current_stream(self.device)
-        stream = self._copy_stream if spec.side_stream else compute_stream
-        start, end = self._pool.get(), self._pool.get()
-        dev = self.device
+        compute_stream = rec["_stream"] = current_stream(self._index)
         # Copies from pinned memory are issued non-blocking behind a held stream (profiler.gate), so
-        # the start event fires right before the DMA; the blocking mode then waits on the stream, as
-        # a blocking .to() does inside. Pageable copies are issued exactly as the mode says.
+        # the start event fires right before the DMA; the blocking mode then waits on the copy, as a
+        # blocking .to() does inside. Pageable copies are issued exactly as the mode says.
         gated = kind == "pinned" and self._gate is not None
         nb = spec.non_blocking or gated
+        # Gated blocking copies also run on the copy stream, after the compute stream's queued work
+        # (the order a .to() on the compute stream has): on the H200, events around a copy on the
+        # default stream read 4.8-5.7 us more than CUPTI once kernels had run there, 2.6 us on a
+        # side stream.
+        stream = self._copy_stream if spec.side_stream or gated else compute_stream
+        start, end = self._pool.get(), self._pool.get()
+        dev = self.device
         switch = stream is not compute_stream
         self.nvtx.push("h2d")
         if switch:
+            if not spec.side_stream:
+                stream.wait_stream(compute_stream)
             torch.cuda.set_stream(stream)  # cheaper than the torch.cuda.stream() context per batch
         try:
             # Everything but the copies happens before the event window and the gate's release, so
@@ -282,7 +302,7 @@ class TransferProfiler:
                                         pin=self.cuda, gate=self._gate)
         self.nvtx.push("stage")
         try:
-            consumer = rec["_stream"] = torch.cuda.current_stream(self.device) if self.cuda else None
+            consumer = rec["_stream"] = current_stream(self._index) if self.cuda else None
             res = self._stager.copy(batch, consumer=consumer)
         finally:
             self.nvtx.pop()
@@ -355,7 +375,7 @@ class TransferProfiler:
         """One row per completed batch so far; safe to call mid-run (e.g. for a partial report)."""
         clock: ClockMap | None = None
         if self.cuda and self._anchor is not None:
-            last = take_anchor(torch.cuda.current_stream(self.device))
+            last = take_anchor(current_stream(self._index), self._gate)
             self._resolve_ready(block=True)
             clock = ClockMap.between(self._anchor, last)
         static = {"run": self.run, "mode": self.mode, "device": str(self.device), **rank_info(), **self._config}
