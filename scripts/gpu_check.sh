@@ -32,10 +32,10 @@ log="$OUT/gpu_check.log"
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
       bandwidth) timeout 240 python3 -m profiler bandwidth --out "$OUT/bandwidth" ;;
       nsys) timeout 180 bash scripts/nsys_profile.sh "$OUT/nsys"
-            # The same small loop with the stream gate off (the default under a CUDA tool) and forced on:
-            # a capture of the gated loop kept 8 of its 24 memcpy records.
+            # The same small loop with pinprof's periodic CUDA buffer flush and with nsys' default
+            # (captures with the default kept the first 8 of 24 memcpy records, gate on or off).
             timeout 60 python3 -m profiler nsys --out "$OUT/nsys-loop" -- python3 tests/nsys_gpu_loop.py "$OUT/nsys-loop"
-            PINPROF_GATE=1 timeout 60 python3 -m profiler nsys --out "$OUT/nsys-gated" -- python3 tests/nsys_gpu_loop.py "$OUT/nsys-gated" ;;
+            PINPROF_NSYS_FLUSH_MS=0 timeout 60 python3 -m profiler nsys --out "$OUT/nsys-noflush" -- python3 tests/nsys_gpu_loop.py "$OUT/nsys-noflush" ;;
       *) echo "unknown step $step" ;;
     esac
     echo "=== $step rc=$? ($(date +%T))"
