@@ -59,12 +59,6 @@ def _run(args: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
 def profile_args(nsys: Path, out: Path, command: Sequence[str], gpu: bool, capture_range: str | None) -> list[str]:
     args = [str(nsys), "profile", f"--trace={'cuda,nvtx' if gpu else 'nvtx'}", "--sample=none",
             "--cpuctxsw=none", "--force-overwrite=true", "-o", str(out / "report")]
-    flush_ms = os.environ.get("PINPROF_NSYS_FLUSH_MS", "100").strip()
-    if gpu and flush_ms not in ("", "0"):
-        # Save CUDA activity buffers every flush_ms: in 2023.4 captures on the H200 every CUDA record
-        # after the first full buffer was lost (runtime and memcpy records stopped mid-loop while
-        # NVTX went on), so a partly filled buffer must not wait for the exit.
-        args.append(f"--cuda-flush-interval={int(flush_ms)}")
     if capture_range:
         args += ["--capture-range=nvtx", f"--nvtx-capture={capture_range}@pinprof"]
     return [*args, *command]  # nsys takes no "--" separator: the first non-option starts the command
