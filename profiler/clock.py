@@ -82,14 +82,14 @@ def take_anchor(stream: torch.cuda.Stream, gate: _Gate | None = None, tries: int
         event = torch.cuda.Event(enable_timing=True)
         if gate is not None and gate.hold(stream):
             event.record(stream)
-            gate.echo(stream)
+            echoing = gate.echo(stream)
             t0 = now_ms()
             gate.release()
             deadline = t0 + 1000.0
-            while not gate.echoed():
+            while echoing and not gate.echoed():
                 if now_ms() > deadline:  # never hang the user's loop on a lost write-back
                     break
-            t1 = now_ms()
+            t1 = now_ms()  # without a write-back (echo refused) this reads early by the wake-up, as ungated
         else:
             t0 = now_ms()
             event.record(stream)
