@@ -134,7 +134,8 @@ class TransferProfiler:
         self._stager: PinnedStager | None = None
         self._gate: StreamGate | None = None
         self._hazards = hazards_wanted(hazards)
-        self._index = self.device.index if self.device.index is not None else (torch.cuda.current_device() if self.cuda else 0)
+        index = self.device.index
+        self._index = index if index is not None else (torch.cuda.current_device() if self.cuda else 0)
         if self.cuda:
             self._pool = EventPool(self.device)
             self._copy_stream = torch.cuda.Stream(self.device)
