@@ -101,14 +101,21 @@ class HazardWatch(TorchDispatchMode):
         self.warned: set[str] = set()
 
     @staticmethod
-    def _in_flight(table: dict[int, tuple[torch.cuda.Event, int]], key: int) -> int | None:
-        entry = table.get(key)
-        if entry is None:
-            return None
-        if entry[0].query():
-            del table[key]
-            return None
-        return entry[1]
+    def _in_flight(table: dict[int, tuple[torch.cuda.Event, int]], tensors: list[torch.Tensor]) -> int | None:
+        """The batch that issued a still-running copy of one of ``tensors``' host storages, if any
+        (entries whose copy has finished are dropped on the way)."""
+        for t in tensors:
+            if t.device.type != "cpu":
+                continue
+            key = _storage(t)
+            entry = table.get(key)
+            if entry is None:
+                continue
+            if entry[0].query():
+                del table[key]
+                continue
+            return entry[1]
+        return None
 
     def _warn(self, kind: str, message: str) -> None:
         if kind not in self.warned:
@@ -117,28 +124,20 @@ class HazardWatch(TorchDispatchMode):
 
     def _check(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         written, read = written_and_read(func, args, kwargs)
-        if self._h2d:
-            for t in written:
-                if t.device.type != "cpu":
-                    continue
-                issued = self._in_flight(self._h2d, _storage(t))
-                if issued is not None:
-                    self._warn("h2d-source-written", (
-                        f"pinprof: batch {self._batch()}: {func} wrote a pinned tensor while the non_blocking copy "
-                        f"from it to the GPU (issued in batch {issued}) was still running, so the GPU may get the "
-                        "new values. Fix: wait for the copy first (e.g. torch.cuda.current_stream().synchronize(), "
-                        "or an event recorded after the copy), or fill a different pinned buffer."))
-        if self._d2h:
-            for t in read + written:
-                if t.device.type != "cpu":
-                    continue
-                issued = self._in_flight(self._d2h, _storage(t))
-                if issued is not None:
-                    self._warn("d2h-result-read", (
-                        f"pinprof: batch {self._batch()}: {func} used the result of a non_blocking device-to-host "
-                        f"copy (issued in batch {issued}) before the copy finished, so it saw stale values. Fix: "
-                        "synchronize before using it (torch.cuda.current_stream().synchronize(), or record an "
-                        "event after the copy and call event.synchronize()), or copy with non_blocking=False."))
+        issued = self._in_flight(self._h2d, written) if self._h2d else None
+        if issued is not None:
+            self._warn("h2d-source-written", (
+                f"pinprof: batch {self._batch()}: {func} wrote a pinned tensor while the non_blocking copy "
+                f"from it to the GPU (issued in batch {issued}) was still running, so the GPU may get the "
+                "new values. Fix: wait for the copy first (e.g. torch.cuda.current_stream().synchronize(), "
+                "or an event recorded after the copy), or fill a different pinned buffer."))
+        issued = self._in_flight(self._d2h, read + written) if self._d2h else None
+        if issued is not None:
+            self._warn("d2h-result-read", (
+                f"pinprof: batch {self._batch()}: {func} used the result of a non_blocking device-to-host "
+                f"copy (issued in batch {issued}) before the copy finished, so it saw stale values. Fix: "
+                "synchronize before using it (torch.cuda.current_stream().synchronize(), or record an "
+                "event after the copy and call event.synchronize()), or copy with non_blocking=False."))
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
