@@ -7,7 +7,7 @@ Both run one epoch of the CIFAR-10-shaped synthetic set unless --batches or --ep
 """
 from __future__ import annotations
 
-from .cli import build_parser, main
+from .cli import main
 
 QUOTED: dict[str, list[str]] = {
     "naive": ["--modes", "pageable,pinned", "--batch-size", "64", "--num-workers", "0", "--cpu-work-ms", "0",
@@ -25,7 +25,6 @@ def run_quoted(name: str, argv: list[str]) -> int:
     if "--out" not in extra:
         extra += ["--out", f"reports/{name}"]
     code = main(["run", *QUOTED[name], *extra])
-    verbs = next(a for a in build_parser()._actions if a.dest == "verb").choices or {}
-    if code == 0 and "diagnose" in verbs:
+    if code == 0:
         code = main(["diagnose", extra[extra.index("--out") + 1]])
     return code
