@@ -24,6 +24,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from .clock import elapsed_ms
+
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 SWEEP_SIZES: tuple[int, ...] = (64 * KiB, 256 * KiB, 768 * KiB, MiB, 4 * MiB, int(12.5 * MiB), 16 * MiB,
                                 64 * MiB, 256 * MiB, GiB)
@@ -71,7 +73,7 @@ def _per_copy_ms(k: int, copy: Callable[[int], None], gpu: bool, stream: torch.c
                 copy(i)
             end.record(stream)
         end.synchronize()
-        return start.elapsed_time(end) / k
+        return elapsed_ms(start, end) / k
     t0 = time.perf_counter()
     for i in range(k):
         copy(i)

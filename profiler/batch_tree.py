@@ -64,7 +64,7 @@ def batch_bytes(batch: Any) -> int:
 
 def memory_kind(t: torch.Tensor) -> MemoryKind:
     """Where ``t``'s memory lives: on a device, in page-locked host memory, or pageable."""
-    if t.device.type != "cpu":
+    if not t.is_cpu:  # cheaper than t.device.type (no device object)
         return "device"
     # is_pinned() asks the CUDA runtime; on a CPU-only build it is always False, which is the truth.
     return "pinned" if t.is_pinned() else "pageable"
@@ -80,6 +80,11 @@ def batch_memory_kind(tensors: list[torch.Tensor]) -> MemoryKind:
 
 def require_tensors(batch: Any) -> list[torch.Tensor]:
     """The batch's tensors, or a clear error that names the batch's type."""
+    # The common shapes (a tensor, a flat tuple or list of tensors) without the recursive walk.
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if type(batch) in (tuple, list) and batch and all(isinstance(v, torch.Tensor) for v in batch):
+        return list(batch)
     tensors = list(iter_tensors(batch))
     if not tensors:
         raise BatchTypeError(

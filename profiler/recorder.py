@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import batch_tree
-from .clock import Anchor, ClockMap, EventPool, current_stream, now_ms, take_anchor
+from . import batch_tree, cudart
+from .clock import Anchor, ClockMap, EventPool, current_stream, elapsed_ms, now_ms, take_anchor
 from .devices import rank_info, resolve_device
 from .gate import StreamGate, gate_wanted, make_gate
 from .hazards import HazardWatch, hazards_wanted
@@ -35,11 +35,19 @@ from .nvtx_ranges import NvtxEmitter
 from .pin_hook import PIN_HOOK
 from .staging import PinnedMemoryError, PinnedStager
 from .store import TEMPLATE, Store
-from .timeline import RAW_GPU, build_timeline
+from .timeline import build_timeline
 
 NAN = float("nan")
 # The C method behind torch.cuda.Event.record, without the wrapper's stream lookup (hot path).
 _record = getattr(getattr(torch._C, "_CudaEventBase", None), "record", None) or torch.cuda.Event.record
+_wait = getattr(getattr(torch._C, "_CudaEventBase", None), "wait", None) or torch.cuda.Event.wait
+_query = getattr(getattr(torch._C, "_CudaEventBase", None), "query", None) or torch.cuda.Event.query
+
+
+def _set_stream(stream: torch.cuda.Stream) -> None:
+    """``torch.cuda.set_stream`` without its Python wrapper's checks (hot path)."""
+    torch._C._cuda_setStream(stream_id=stream.stream_id, device_index=stream.device_index,
+                             device_type=stream.device_type)
 
 
 class PinprofWarning(UserWarning):
@@ -217,7 +225,7 @@ class TransferProfiler:
         row = self._store.append(rec)
         self._recent.append((rec["fetch_e"] - rec["fetch_s"], rec["call_e"] - rec["call_s"],
                              rec["batch_e"] - rec["batch_s"]))
-        if any(e is not None for e in events):
+        if h2d[0] is not None or events[2] is not None or events[3] is not None:
             self._pending.append((row, events, rec.get("_pooled", True)))
         self._next_batch += 1
 
@@ -244,11 +252,12 @@ class TransferProfiler:
             self._warn_once("expect-pinned", f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
                             "DataLoader, or the copy is staged by the driver and blocks")
         compute_stream = rec["_stream"] = current_stream(self._index)
-        # Copies from pinned memory are issued non-blocking behind a held stream (profiler.gate), so
-        # the start event fires right before the DMA; the blocking mode then waits on the copy, as a
-        # blocking .to() does inside. Pageable copies are issued exactly as the mode says.
+        # Copies from pinned memory are issued behind a held stream (profiler.gate), so the start
+        # event fires right before the DMA. Pageable copies cannot be held (the driver stages them on
+        # this thread and waits for its own DMAs); they are issued by a direct cudaMemcpyAsync
+        # (profiler.cudart), which puts the runtime call 3-8 us after the start event instead of
+        # 5-20 us through torch's dispatch (H200, against CUPTI).
         gated = kind == "pinned" and self._gate is not None
-        nb = spec.non_blocking or gated
         # Gated blocking copies also run on the copy stream, after the compute stream's queued work
         # (the order a .to() on the compute stream has): on the H200, events around a copy on the
         # default stream read 4.8-5.7 us more than CUPTI once kernels had run there, 2.6 us on a
@@ -261,16 +270,18 @@ class TransferProfiler:
         if switch:
             if not spec.side_stream:
                 stream.wait_stream(compute_stream)
-            torch.cuda.set_stream(stream)  # cheaper than the torch.cuda.stream() context per batch
+            _set_stream(stream)  # cheaper than the torch.cuda.stream() context per batch
         try:
             # Everything but the copies happens before the event window and the gate's release, so
             # the copy starts as close as possible to the moment the loop gets its batch back:
-            # destinations (empty_like keeps .to()'s layout rule), the output structure, and the
-            # allocator's note that the consumer stream will use them.
-            srcs = [t for t in tensors if t.device.type == "cpu"]
+            # destinations (empty_like keeps .to()'s layout rule), the output structure, the
+            # allocator's note that the consumer stream will use them, the choice of copy call.
+            srcs = [t for t in tensors if t.is_cpu]
             dsts = [torch.empty_like(t, device=dev) for t in srcs]
+            rt = cudart.runtime() if kind == "pageable" else None
+            calls = [(d, t, rt is not None and cudart.direct_copy_ok(d, t)) for d, t in zip(dsts, srcs)]
             moved = iter(dsts)
-            out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.device.type == "cpu" else t.to(dev))
+            out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.is_cpu else t.to(dev))
             if switch:
                 for d in dsts:
                     d.record_stream(compute_stream)
@@ -278,20 +289,25 @@ class TransferProfiler:
             held = gated and self._gate.hold(stream)  # type: ignore[union-attr]
             try:
                 _record(start, stream)
-                for d, t in zip(dsts, srcs):
-                    d.copy_(t, non_blocking=nb)
+                # Always issued non_blocking; a blocking mode waits on the end event below, which is
+                # where a blocking .to() lets the host go too (the end of the stream's work so far),
+                # but with the end event queued right behind the copy rather than recorded once the
+                # host is back (9-26 us late for pageable copies on the H200).
+                for d, t, direct in calls:
+                    if not (direct and cudart.copy_pageable(rt, d, t, stream)):  # type: ignore[arg-type]
+                        d.copy_(t, non_blocking=True)
                 _record(end, stream)
                 if switch:
-                    compute_stream.wait_event(end)  # GPU-side: compute starts after the copy, host goes on
+                    _wait(end, compute_stream)  # GPU-side: compute starts after the copy, host goes on
             finally:
                 if held:
                     self._gate.release()  # type: ignore[union-attr]
-            if nb and not spec.non_blocking:
+            if not spec.non_blocking:
                 end.synchronize()
             rec["call_e"] = now_ms()
         finally:
             if switch:
-                torch.cuda.set_stream(compute_stream)
+                _set_stream(compute_stream)
             self.nvtx.pop()
         rec["copy_sync"] = (not spec.non_blocking) or kind != "pinned"
         rec["_h2d"] = (start, end)
@@ -348,16 +364,18 @@ class TransferProfiler:
     def _resolve_ready(self, block: bool = False) -> None:
         """Read events of finished batches (never waits unless ``block``) and recycle them."""
         anchor = self._anchor
-        while self._pending:
-            row, events, pooled = self._pending[0]
+        pending, store = self._pending, self._store
+        while pending:
+            row, events, pooled = pending[0]
             last = next((e for e in reversed(events) if e is not None), None)
-            if last is not None and not block and not last.query():
+            if last is not None and not block and not _query(last):
                 return
-            self._pending.popleft()
-            gpu = self._store.gpu
-            for key, ev in zip(RAW_GPU, events):
-                if ev is not None and anchor is not None:
-                    gpu[key][row] = anchor.event.elapsed_time(ev)
+            pending.popleft()
+            if anchor is not None:
+                first = anchor.event
+                for field, ev in enumerate(events):
+                    if ev is not None:
+                        store.set_gpu(row, field, elapsed_ms(first, ev))
             if pooled:
                 self._pool.put(*events)
             else:

@@ -5,60 +5,67 @@ from array import array
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from .timeline import RAW_GPU, RAW_HOST
 
 NAN = float("nan")
 
-HOST_FIELDS = ("batch", "bytes", "warmup", "copy_sync", "src_memory") + RAW_HOST
+NUMERIC = ("batch", "bytes", "warmup", "copy_sync") + RAW_HOST  # stored as float64 (exact below 2**53)
+HOST_FIELDS = NUMERIC + ("src_memory",)
 TEMPLATE: dict[str, Any] = {**{k: NAN for k in RAW_HOST}, "bytes": -1, "warmup": False, "copy_sync": False,
                              "src_memory": ""}
-_host_row = itemgetter(*HOST_FIELDS)
-_FLUSH = 1024
+_numeric_row = itemgetter(*NUMERIC)
+_H, _G = len(NUMERIC), len(RAW_GPU)
+_GPU_NAN = (NAN,) * _G
 
 
 class Store:
-    """Per-batch raw fields in compact columns: about 200 bytes a batch (scripts/bench_memory.py).
+    """Per-batch raw fields in flat typed arrays: about 210 bytes a batch (scripts/bench_memory.py).
 
-    Rows arrive as tuples (one C-level itemgetter per batch) and are moved into typed arrays every
-    ``_FLUSH`` batches; GPU fields are filled in place when their events complete.
+    A row is three C-level appends (one ``array.extend`` of the numeric fields, one of NaN GPU fields,
+    one list append of the memory kind), about 1 us in all; GPU fields are filled in place when their
+    events complete (``set_gpu``).
     """
 
     def __init__(self) -> None:
-        self.host: dict[str, Any] = {k: array("d") for k in RAW_HOST}
-        self.host.update({"batch": array("q"), "bytes": array("q"), "warmup": array("b"),
-                          "copy_sync": array("b"), "src_memory": []})
-        self.gpu: dict[str, array[float]] = {k: array("d") for k in RAW_GPU}
-        self._rows: list[tuple[Any, ...]] = []
+        self._host = array("d")
+        self._gpu = array("d")
+        self._kinds: list[str] = []
 
     def append(self, rec: dict[str, Any]) -> int:
-        self._rows.append(_host_row(rec))
-        if len(self._rows) >= _FLUSH:
-            self._flush()
-        for col in self.gpu.values():
-            col.append(NAN)
-        return len(self.gpu["h2d_gs"]) - 1
+        """Store one batch's record; returns its row number."""
+        n = len(self._kinds)
+        if len(self._host) != n * _H or len(self._gpu) != n * _G:
+            self._cut(n)  # a row torn by a signal (Ctrl-C, SIGTERM) and then caught: drop it
+        self._host.extend(_numeric_row(rec))
+        self._gpu.extend(_GPU_NAN)
+        self._kinds.append(rec["src_memory"])  # last: a row counts once this is done
+        return n
 
-    def _flush(self) -> None:
-        if not self._rows:
-            return
-        # Idempotent: a flush cut short by a signal is completed by the next one, never duplicated;
-        # each column takes only the rows it does not hold yet.
-        base = min(len(c) for c in self.host.values())
-        for key, values in zip(HOST_FIELDS, zip(*self._rows)):
-            col = self.host[key]
-            col.extend(values[len(col) - base:])
-        self._rows.clear()
+    def set_gpu(self, row: int, field: int, value: float) -> None:
+        """GPU field ``RAW_GPU[field]`` of ``row``, in ms since the first anchor."""
+        self._gpu[row * _G + field] = value
+
+    def _cut(self, n: int) -> None:
+        del self._host[n * _H:]
+        del self._gpu[n * _G:]
+        del self._kinds[n:]
 
     def columns(self) -> dict[str, Any]:
         """Every column cut to the rows all of them hold.
 
-        A signal (Ctrl-C, SIGTERM) runs its handler between any two bytecodes, so it can interrupt
-        ``append`` or ``_flush`` half way; the torn last row is dropped rather than failing the report.
+        A signal runs its handler between any two bytecodes, so it can interrupt ``append`` half way;
+        the torn last row is dropped rather than failing the report.
         """
-        self._flush()
-        cols: dict[str, Any] = {**self.host, **self.gpu}
-        n = min(len(c) for c in cols.values())
-        out = {k: c[:n] for k, c in cols.items()}
+        n = min(len(self._kinds), len(self._host) // _H, len(self._gpu) // _G)
+        host = np.frombuffer(self._host, dtype=float, count=n * _H).reshape(n, _H)
+        gpu = np.frombuffer(self._gpu, dtype=float, count=n * _G).reshape(n, _G)
+        out: dict[str, Any] = {k: host[:, j].copy() for j, k in enumerate(NUMERIC)}
+        out.update({k: gpu[:, j].copy() for j, k in enumerate(RAW_GPU)})
+        out["batch"] = out["batch"].astype(np.int64)
+        out["bytes"] = out["bytes"].astype(np.int64)
         out["warmup"] = [bool(v) for v in out["warmup"]]
         out["copy_sync"] = [bool(v) for v in out["copy_sync"]]
+        out["src_memory"] = self._kinds[:n]
         return out

@@ -5,6 +5,8 @@ import time
 
 import torch
 
+from .clock import elapsed_ms
+
 
 def busy_cpu(ms: float) -> None:
     """Spin the CPU for ``ms`` milliseconds, holding the GIL as Python augmentation code does."""
@@ -36,7 +38,7 @@ class GpuWork:
             y = self.a @ y
         end.record()
         end.synchronize()
-        per = start.elapsed_time(end) / 20
+        per = elapsed_ms(start, end) / 20
         self.iters = max(1, round(ms / per))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -193,18 +193,19 @@ def test_a_row_torn_by_a_signal_is_dropped_not_fatal() -> None:
     prof = TransferProfiler(mode="pageable", device="cpu")
     for batch in prof.batches([torch.ones(2)] * 3):
         prof.to_device(batch)
-    prof._store._rows.append(prof._store._rows[-1])  # a host row whose GPU columns were never appended
+    prof._store._host.extend([7.0] * 5)  # a signal struck inside append: part of a host row, nothing else
     tl = prof.timeline()
     assert list(tl.batch) == [0, 1, 2]
 
 
-def test_an_interrupted_flush_is_completed_not_duplicated() -> None:
-    from profiler.store import HOST_FIELDS
-
+def test_batches_after_a_torn_row_stay_aligned() -> None:
+    """A torn row that the loop survives (the user caught the KeyboardInterrupt) must not shift later rows."""
     prof = TransferProfiler(mode="pageable", device="cpu")
-    for batch in prof.batches([torch.ones(2)] * 4):
+    data = [torch.ones(2), torch.ones(3)]
+    for batch in prof.batches(data):
         prof.to_device(batch)
-    store = prof._store
-    first = HOST_FIELDS[0]
-    store.host[first].extend(v[0] for v in store._rows)  # a flush that stopped after its first column
-    assert list(prof.timeline().batch) == [0, 1, 2, 3]
+        prof._store._gpu.append(1.0)  # torn: one stray GPU value after the host row
+    tl = prof.timeline()
+    assert list(tl.batch) == [0, 1]
+    assert list(tl.bytes) == [8, 12]
+    assert tl.src_memory.tolist() == ["pageable", "pageable"]
