@@ -102,6 +102,11 @@ class NvtxEmitter:
         self._pop = lambda: tnvtx.range_pop()  # noqa: E731
         return True
 
+    @property
+    def active(self) -> bool:
+        """Whether pushes do anything (a caller can then skip formatting a range name)."""
+        return self.push is not _noop_push
+
     def push(self, name: str) -> None:
         self._push(name)
 

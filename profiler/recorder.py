@@ -54,43 +54,67 @@ class PinprofWarning(UserWarning):
     """A setting that makes a mode do something other than its name says."""
 
 
-class _Phase:
-    """Context manager for one host-timed phase; a class, not @contextmanager, to keep it cheap."""
+class _CpuWork:
+    """``with prof.cpu_work():`` host clock and NVTX only; a class, not @contextmanager, to keep it cheap."""
 
-    __slots__ = ("prof", "rec", "name", "start", "event")
+    __slots__ = ("rec", "nvtx", "start")
 
-    def __init__(self, prof: TransferProfiler, rec: dict[str, Any], name: str) -> None:
-        self.prof, self.rec, self.name = prof, rec, name
+    def __init__(self, rec: dict[str, Any], nvtx: NvtxEmitter) -> None:
+        self.rec, self.nvtx = rec, nvtx
+
+    def __enter__(self) -> None:
+        self.start = now_ms()
+        self.nvtx.push("cpu_work")
+
+    def __exit__(self, *exc: object) -> None:
+        self.nvtx.pop()
+        end = now_ms()
+        rec, start = self.rec, self.start
+        if rec["cpu_s"] != rec["cpu_s"]:  # NaN: the first block of this batch
+            rec["cpu_s"], rec["cpu_sum"] = start, end - start
+        else:
+            rec["cpu_sum"] += end - start
+        rec["cpu_e"] = end
+
+
+class _Compute:
+    """``with prof.compute():`` host clock, NVTX, and CUDA events on the stream the work runs on."""
+
+    __slots__ = ("prof", "rec", "start", "stream")
+
+    def __init__(self, prof: TransferProfiler, rec: dict[str, Any]) -> None:
+        self.prof, self.rec = prof, rec
 
     def __enter__(self) -> None:
         prof, rec = self.prof, self.rec
-        self.start = now_ms()
-        if self.name == "compute":
-            if rec["request"] != rec["request"]:  # NaN: first compute of this batch
-                rec["request"] = self.start
-            if prof.cuda:
-                stream = rec.get("_stream") or current_stream(prof._index)
+        start = self.start = now_ms()
+        if rec["request"] != rec["request"]:  # NaN: first compute of this batch
+            rec["request"] = start
+        if prof.cuda:
+            stream = self.stream = rec.get("_stream") or current_stream(prof._index)
+            if "_comp_start" not in rec:  # later blocks of the same batch extend it: no start event
                 ev = prof._pool.get()
                 _record(ev, stream)
-                rec.setdefault("_comp_start", ev)
-        prof.nvtx.push(self.name)
+                rec["_comp_start"] = ev
+        prof.nvtx.push("compute")
 
     def __exit__(self, *exc: object) -> None:
         prof, rec = self.prof, self.rec
         prof.nvtx.pop()
         end = now_ms()
-        key = "cpu" if self.name == "cpu_work" else "comp"
-        if self.name == "compute" and prof.cuda:
+        if prof.cuda:
             ev = prof._pool.get()
-            _record(ev, rec.get("_stream") or current_stream(prof._index))
+            _record(ev, self.stream)
             old = rec.get("_comp_end")
             if old is not None:
                 prof._pool.put(old)
             rec["_comp_end"] = ev
-        if rec[key + "_s"] != rec[key + "_s"]:
-            rec[key + "_s"], rec[key + "_sum"] = self.start, 0.0
-        rec[key + "_e"] = end
-        rec[key + "_sum"] += end - self.start
+        start = self.start
+        if rec["comp_s"] != rec["comp_s"]:
+            rec["comp_s"], rec["comp_sum"] = start, end - start
+        else:
+            rec["comp_sum"] += end - start
+        rec["comp_e"] = end
 
 
 class TransferProfiler:
@@ -156,6 +180,7 @@ class TransferProfiler:
             raise ValueError(f"limit={limit} must be >= 0 or None")
         self._begin(loader)
         nvtx = self.nvtx
+        named = nvtx.active  # no batch name to format when no tool listens
         watch = HazardWatch(lambda: self._next_batch) if self._hazards and self.cuda else None
         if watch is not None:
             watch.__enter__()
@@ -171,7 +196,8 @@ class TransferProfiler:
                 n = self._next_batch
                 rec = dict(TEMPLATE)
                 rec["batch"], rec["warmup"] = n, n < self.warmup
-                nvtx.push(f"batch {n}")
+                if named:
+                    nvtx.push(f"batch {n}")
                 try:
                     rec["batch_s"] = rec["fetch_s"] = now_ms()
                     nvtx.push("fetch")
@@ -333,16 +359,16 @@ class TransferProfiler:
             rec["src_memory"] = kind
         return res.batch
 
-    def cpu_work(self) -> _Phase:
+    def cpu_work(self) -> _CpuWork:
         """Context manager around CPU work meant to overlap the copy (host clock, NVTX)."""
-        return _Phase(self, self._current("cpu_work"), "cpu_work")
+        return _CpuWork(self._current("cpu_work"), self.nvtx)
 
-    def compute(self) -> _Phase:
+    def compute(self) -> _Compute:
         """Context manager around GPU work (CUDA events on the current stream; host clock on CPU).
 
         Its entry also marks when the batch's data is needed, for ``wait_ms``.
         """
-        return _Phase(self, self._current("compute"), "compute")
+        return _Compute(self, self._current("compute"))
 
     def _current(self, what: str) -> dict[str, Any]:
         if self._cur is None:
