@@ -162,7 +162,8 @@ def _print_compare(table: Any) -> None:
     for (scen, mem), g in table.groupby(["scenario", "src_memory"], sort=False):
         gb = big[(big.scenario == scen) & (big.src_memory == mem)]
         rel = gb.rel_diff.abs() if len(gb) else g.rel_diff.abs()
-        print(f"{scen} [{mem}]: {len(g)} batches, pinprof h2d {g.h2d_ms_pinprof.median():.4f} ms, CUPTI "
+        ref = g.reference.iloc[0] if "reference" in g else "memcpy"
+        print(f"{scen} [{mem}]: {len(g)} batches, pinprof h2d {g.h2d_ms_pinprof.median():.4f} ms, CUPTI ({ref}) "
               f"{g.h2d_ms_cupti.median():.4f} ms, |rel diff| median {rel.median():.2%} p90 {rel.quantile(0.9):.2%}")
 
 
