@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Copy the tables pinprof's importer reads out of an Nsight Systems SQLite export (for tests/data).
+
+    python scripts/trim_sqlite.py report.sqlite tests/data/h200_nsys/report.sqlite
+"""
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from pathlib import Path
+
+KEEP = ("StringIds", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "CUPTI_ACTIVITY_KIND_KERNEL", "TARGET_INFO_GPU", "ENUM_CUDA_MEM_KIND")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("src", type=Path)
+    ap.add_argument("dst", type=Path)
+    args = ap.parse_args()
+    args.dst.unlink(missing_ok=True)
+    con = sqlite3.connect(args.dst)
+    con.execute("ATTACH DATABASE ? AS src", (str(args.src),))
+    have = {r[0]: r[1] for r in con.execute("SELECT name, sql FROM src.sqlite_master WHERE type='table'")}
+    for table in KEEP:
+        if table in have:
+            con.execute(have[table])  # same schema (column names and types) as the export
+            con.execute(f"INSERT INTO main.{table} SELECT * FROM src.{table}")
+    con.commit()
+    con.execute("DETACH DATABASE src")
+    con.execute("VACUUM")
+    con.close()
+    print(f"{args.dst}: {', '.join(t for t in KEEP if t in have)}; {args.dst.stat().st_size} bytes")
+
+
+if __name__ == "__main__":
+    main()
