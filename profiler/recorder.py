@@ -9,8 +9,8 @@
 
 Where it synchronizes: once when iteration starts and once in ``timeline()`` (clock anchors); in the
 blocking modes on the copy's end event (where a blocking ``.to()`` waits); in ``staged`` only to
-wait until one of its own pinned buffers is free again. Events are read when ``Event.query()`` says they are done, never by
-waiting. Everything else the loop does is untouched.
+wait until one of its own pinned buffers is free again. Events are read when ``Event.query()`` says
+they are done, never by waiting. Everything else the loop does is untouched.
 """
 from __future__ import annotations
 
