@@ -225,8 +225,9 @@ def compare(ours: pd.DataFrame, cupti: pd.DataFrame) -> pd.DataFrame:
     The reference depends on the source memory. From pinned memory, pinprof's events bracket the DMA
     alone: CUPTI's memcpy records (first start to last end). From pageable memory they bracket the
     driver's staging and the DMA, and the staging starts with the runtime call: CUPTI's span from
-    the call's start to the last record's end (``h2d_span_ms``; the memcpy record alone misses the
-    staging of the first piece, 0.12 ms of a 1.6 ms 12.5 MiB copy on the H200).
+    the call's start to the last record's end (``h2d_span_ms``; the memcpy records alone miss the
+    staging before the first DMA: 0.13 and 0.23 ms of 12 MiB batches taking 1.6 and 2.6 ms in two
+    H200 captures).
 
     Columns: scenario, mode, batch, bytes, src_memory, h2d_ms_pinprof, h2d_ms_cupti (ms), reference
     (``memcpy`` or ``call+memcpy``), rel_diff (pinprof / CUPTI - 1), h2d_call_ms (pinprof, host),
