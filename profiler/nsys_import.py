@@ -226,8 +226,8 @@ def compare(ours: pd.DataFrame, cupti: pd.DataFrame) -> pd.DataFrame:
     alone: CUPTI's memcpy records (first start to last end). From pageable memory they bracket the
     driver's staging and the DMA, and the staging starts with the runtime call: CUPTI's span from
     the call's start to the last record's end (``h2d_span_ms``; the memcpy records alone miss the
-    staging before the first DMA: 0.13 and 0.23 ms of 12 MiB batches taking 1.6 and 2.6 ms in two
-    H200 captures).
+    staging before the first DMA: medians of 0.13 and 0.27 ms of 12 MiB batches taking 1.6 and
+    2.6 ms in two H200 captures).
 
     Columns: scenario, mode, batch, bytes, src_memory, h2d_ms_pinprof, h2d_ms_cupti (ms), reference
     (``memcpy`` or ``call+memcpy``), rel_diff (pinprof / CUPTI - 1), h2d_call_ms (pinprof, host),
