@@ -54,10 +54,32 @@ class PinprofWarning(UserWarning):
     """A setting that makes a mode do something other than its name says."""
 
 
-class _CpuWork:
-    """``with prof.cpu_work():`` host clock and NVTX only; a class, not @contextmanager, to keep it cheap."""
+class _HostPhase:
+    """Host-clock accounting shared by the phase contexts: first start, last end, summed time.
 
-    __slots__ = ("rec", "nvtx", "start")
+    Classes, not @contextmanager, to keep them cheap; the record keys are class attributes so no key
+    string is built per batch.
+    """
+
+    __slots__ = ("rec", "start")
+    _S, _SUM, _E = "", "", ""
+    rec: dict[str, Any]
+    start: float
+
+    def _account(self, end: float) -> None:
+        rec, start = self.rec, self.start
+        if rec[self._S] != rec[self._S]:  # NaN: the first block of this batch
+            rec[self._S], rec[self._SUM] = start, end - start
+        else:
+            rec[self._SUM] += end - start
+        rec[self._E] = end
+
+
+class _CpuWork(_HostPhase):
+    """``with prof.cpu_work():`` host clock and NVTX only."""
+
+    __slots__ = ("nvtx",)
+    _S, _SUM, _E = "cpu_s", "cpu_sum", "cpu_e"
 
     def __init__(self, rec: dict[str, Any], nvtx: NvtxEmitter) -> None:
         self.rec, self.nvtx = rec, nvtx
@@ -68,19 +90,14 @@ class _CpuWork:
 
     def __exit__(self, *exc: object) -> None:
         self.nvtx.pop()
-        end = now_ms()
-        rec, start = self.rec, self.start
-        if rec["cpu_s"] != rec["cpu_s"]:  # NaN: the first block of this batch
-            rec["cpu_s"], rec["cpu_sum"] = start, end - start
-        else:
-            rec["cpu_sum"] += end - start
-        rec["cpu_e"] = end
+        self._account(now_ms())
 
 
-class _Compute:
+class _Compute(_HostPhase):
     """``with prof.compute():`` host clock, NVTX, and CUDA events on the stream the work runs on."""
 
-    __slots__ = ("prof", "rec", "start", "stream")
+    __slots__ = ("prof", "stream")
+    _S, _SUM, _E = "comp_s", "comp_sum", "comp_e"
 
     def __init__(self, prof: TransferProfiler, rec: dict[str, Any]) -> None:
         self.prof, self.rec = prof, rec
@@ -109,12 +126,7 @@ class _Compute:
             if old is not None:
                 prof._pool.put(old)
             rec["_comp_end"] = ev
-        start = self.start
-        if rec["comp_s"] != rec["comp_s"]:
-            rec["comp_s"], rec["comp_sum"] = start, end - start
-        else:
-            rec["comp_sum"] += end - start
-        rec["comp_e"] = end
+        self._account(end)
 
 
 class TransferProfiler:
