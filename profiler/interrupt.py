@@ -1,8 +1,12 @@
-"""SIGTERM as an exception in the main thread, so that reports are written as for Ctrl-C."""
+"""SIGTERM as an exception in the main thread, so that reports are written as for Ctrl-C; signals held
+while a report is written, so that a second one cannot leave it unwritten."""
 from __future__ import annotations
 
 import signal
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class Terminated(Exception):
@@ -27,3 +31,89 @@ def restore_sigterm(previous: Any) -> None:
             signal.signal(signal.SIGTERM, previous)
         except ValueError:
             pass
+
+
+# Signals whose Python handlers raise in the main thread at any bytecode: Ctrl-C, SIGTERM (above), and
+# the DataLoader's SIGCHLD handler, which raises "DataLoader worker ... is killed" again each time a
+# worker exits once one has died -- including while the shutdown after the first error joins the others.
+_HELD = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGCHLD")) if s is not None)
+_SIGCHLD = getattr(signal, "SIGCHLD", None)
+
+
+class SignalsHeld:
+    """``with SignalsHeld() as hold:`` Python-level signal handlers are replaced by a note-taker.
+
+    ``hold.arrived`` lists the signals that came meanwhile; ``hold.replay()`` hands them, once each,
+    to the handlers that were in place. ``hold.ready`` is True once every handler is replaced (or,
+    off the main thread where handlers cannot be set, once that is known).
+    """
+
+    def __init__(self) -> None:
+        self.arrived: list[int] = []
+        self.previous: dict[int, Any] = {}
+        self.ready = False
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.arrived.append(signum)
+
+    def __enter__(self) -> SignalsHeld:
+        try:
+            for s in _HELD:
+                self.previous[s] = signal.signal(s, self._note)
+        except ValueError:  # not the main thread: nothing can be held, nothing is changed
+            self._restore()
+            self.previous = {}
+        except BaseException:  # a pending handler ran before all were replaced: put back what was set
+            self._restore()
+            raise
+        self.ready = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+
+    def replay(self) -> None:
+        for s in dict.fromkeys(self.arrived):  # once each, in arrival order
+            _deliver(s, self.previous[s])
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    """What the process would have done on ``signum`` with ``handler`` installed."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL and signum != _SIGCHLD:
+        signal.raise_signal(signum)  # the default action (e.g. terminate), the handler being restored
+
+
+def write_held(write: Callable[[], T], replay: bool = True, attempts: int = 3) -> T:
+    """``write()`` with signals held, so that a report is complete however the run ends.
+
+    A handler can still fire in the instant before the hold is in place (a signal already pending
+    runs at the next bytecode); what it raises then is kept and ``write`` is tried again. Once
+    written, with ``replay`` the signals that came meanwhile reach their own handlers (a Ctrl-C
+    during the write still stops the program, a worker death still raises); with ``replay=False``
+    they are dropped -- for a report written because an exception is already propagating, whose
+    cause a late signal would only repeat. An error of ``write`` itself is raised at once.
+    """
+    early: BaseException | None = None
+    for attempt in range(attempts):
+        hold: SignalsHeld | None = None
+        try:
+            hold = SignalsHeld()
+            with hold:
+                result = write()
+        except BaseException as err:
+            if (hold is not None and hold.ready) or attempt + 1 == attempts:
+                raise
+            early = early or err
+            continue
+        if replay:
+            hold.replay()
+            if early is not None:
+                raise early
+        return result
+    raise AssertionError("unreachable")  # the last attempt returns or raises

@@ -29,7 +29,7 @@ from .clock import Anchor, ClockMap, EventPool, current_stream, elapsed_ms, now_
 from .devices import rank_info, resolve_device
 from .gate import StreamGate, gate_wanted, make_gate
 from .hazards import HazardWatch, hazards_wanted
-from .interrupt import Terminated, install_sigterm, restore_sigterm
+from .interrupt import Terminated, install_sigterm, restore_sigterm, write_held
 from .modes import SPECS, Mode, parse_mode
 from .nvtx_ranges import NvtxEmitter
 from .pin_hook import PIN_HOOK
@@ -475,16 +475,21 @@ class TransferProfiler:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        # Signals held while the report is written: once a DataLoader worker has died, torch's SIGCHLD
+        # handler raises again when the others exit, and a second Ctrl-C may come; either, raised
+        # inside save(), would leave no report.
         restore_sigterm(getattr(self, "_previous_sigterm", None))
         try:
             if self.out is not None:
                 why = None if exc_type is None else ("SIGTERM" if exc_type is Terminated else exc_type.__name__)
-                self.save(self.out, partial=exc_type is not None, interrupted_by=why,
-                          error=None if exc is None else str(exc)[:500])
-                if exc_type is None:
-                    self._merge_ranks()
+                out = self.out
+                write_held(lambda: self.save(out, partial=exc_type is not None, interrupted_by=why,
+                                             error=None if exc is None else str(exc)[:500]),
+                           replay=exc_type is None)
         finally:
             self.close()
+        if exc_type is None and self.out is not None:
+            self._merge_ranks()  # a barrier across ranks: not with signals held
 
     def _merge_ranks(self) -> None:
         """Under torch.distributed, rank 0 merges every rank's folder once all have written theirs."""

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 from . import datasets, distributed, meta, report_io, summary, timeline
 from .clock import now_ms
 from .modes import MODES, SPECS, Mode
-from .interrupt import Terminated, install_sigterm, restore_sigterm
+from .interrupt import Terminated, install_sigterm, restore_sigterm, write_held
 from .devices import rank_info, resolve_device
 from .recorder import TransferProfiler
 from .workload import GpuWork, busy_cpu
@@ -203,7 +203,8 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
         if current:
             frames.append(current[0].timeline())
         info["partial"] = True
-        write_report(out, timeline.concat(frames), info, per_epoch, echo, plots=False)
+        tl = timeline.concat(frames)  # a dead worker's SIGCHLD raises again as the others exit: held
+        write_held(lambda: write_report(out, tl, info, per_epoch, echo, plots=False), replay=False)
         raise RunFailed(f"{type(err).__name__}: {err} (partial report written to {out})") from err
     finally:
         restore_sigterm(previous)
@@ -211,7 +212,11 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     tl = timeline.concat(frames)
     if opts.calibrate and device.type == "cuda" and len(tl) and not interrupted:
         tl = calibrate_and_split(tl, device, out, info, echo)
-    write_report(out, tl, info, per_epoch, echo, plots=opts.plots)
+    # After Ctrl-C/SIGTERM the report is what is left to save: a second signal waits until it is written.
+    if interrupted:
+        write_held(lambda: write_report(out, tl, info, per_epoch, echo, plots=opts.plots), replay=False)
+    else:
+        write_report(out, tl, info, per_epoch, echo, plots=opts.plots)
     if job:
         distributed.barrier()
         if rank_info()["rank"] == 0:

@@ -34,10 +34,10 @@ def wait_for_batches(proc: subprocess.Popen[str], count: int, timeout: float = 6
     return seen
 
 
-def check_partial(out: Path, at_least: int, why: str) -> None:
+def check_partial(out: Path, at_least: int, why: str | set[str]) -> None:
     tl = read_timeline(out)
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["partial"] is True and meta["interrupted_by"] == why, meta
+    assert meta["partial"] is True and meta["interrupted_by"] in ({why} if isinstance(why, str) else why), meta
     assert len(tl) >= at_least
     assert list(tl.batch) == list(range(len(tl)))  # every completed batch, none torn
     assert tl.batch_ms.notna().all() and tl.fetch_ms.notna().all()
@@ -66,7 +66,10 @@ def test_a_killed_worker_leaves_a_partial_report(tmp_path: Path) -> None:
     proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "kill-worker", "61"])
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "DataLoader worker" in err
-    check_partial(tmp_path, 3, "RuntimeError")
+    # The death reaches the loop as torch's RuntimeError, or as the reset connection of a batch the
+    # worker was still handing over (file-descriptor sharing); after it, torch's SIGCHLD handler
+    # raises again as the other worker exits, while the report is being written (held: see interrupt).
+    check_partial(tmp_path, 3, {"RuntimeError", "ConnectionResetError"})
 
 
 @pytest.mark.parametrize("sig, code, why", [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])

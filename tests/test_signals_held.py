@@ -1,0 +1,97 @@
+"""Reports written with signals held (profiler.interrupt): a handler that raises mid-write cannot
+leave the report unwritten, and what it says is delivered afterwards or dropped as asked."""
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiler import interrupt
+from profiler.interrupt import write_held
+
+
+class WorkerDied(RuntimeError):
+    pass
+
+
+@pytest.fixture
+def raising_sigchld() -> Any:
+    """A SIGCHLD handler that raises, as torch's DataLoader installs once a worker has died."""
+    calls: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        calls.append(signum)
+        raise WorkerDied("DataLoader worker (pid 1) is killed by signal: Killed.")
+
+    previous = signal.signal(signal.SIGCHLD, handler)
+    yield handler, calls
+    signal.signal(signal.SIGCHLD, previous)
+
+
+def write_two_files(folder: Path) -> None:
+    """Two files with a signal between them: unheld, the handler raises before the second."""
+    (folder / "timeline.csv").write_text("batch\n0\n")
+    signal.raise_signal(signal.SIGCHLD)
+    (folder / "meta.json").write_text("{}")
+
+
+def test_unheld_the_handler_cuts_the_write(tmp_path: Path, raising_sigchld: Any) -> None:
+    with pytest.raises(WorkerDied):
+        write_two_files(tmp_path)
+    assert not (tmp_path / "meta.json").exists()  # what write_held is there to prevent
+
+
+def test_held_write_completes_and_the_signal_is_replayed_after(tmp_path: Path, raising_sigchld: Any) -> None:
+    handler, calls = raising_sigchld
+    with pytest.raises(WorkerDied):
+        write_held(lambda: write_two_files(tmp_path), replay=True)
+    assert (tmp_path / "meta.json").exists() and calls == [signal.SIGCHLD]
+    assert signal.getsignal(signal.SIGCHLD) is handler
+
+
+def test_without_replay_the_late_signal_is_dropped(tmp_path: Path, raising_sigchld: Any) -> None:
+    handler, calls = raising_sigchld
+    assert write_held(lambda: write_two_files(tmp_path) or 7, replay=False) == 7
+    assert (tmp_path / "meta.json").exists() and calls == []
+    assert signal.getsignal(signal.SIGCHLD) is handler
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_handler_firing_before_the_hold_is_in_place_is_retried(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pending signal runs at the next bytecode, which can be inside SignalsHeld.__enter__."""
+    real = signal.signal
+    fired: list[int] = []
+
+    def signal_with_a_pending_handler(signum: int, handler: Any) -> Any:
+        if not fired:  # the first install meets a handler that was already pending, once
+            fired.append(signum)
+            raise WorkerDied("late")
+        return real(signum, handler)
+
+    monkeypatch.setattr(interrupt.signal, "signal", signal_with_a_pending_handler)
+    before = {s: signal.getsignal(s) for s in interrupt._HELD}
+    writes: list[int] = []
+    assert write_held(lambda: writes.append(1) or "done", replay=False) == "done"
+    assert writes == [1] and fired
+    monkeypatch.undo()
+    assert {s: signal.getsignal(s) for s in interrupt._HELD} == before
+    with pytest.raises(WorkerDied, match="late"):  # with replay, what it raised is raised after the write
+        fired.clear()
+        monkeypatch.setattr(interrupt.signal, "signal", signal_with_a_pending_handler)
+        write_held(lambda: writes.append(2), replay=True)
+    assert writes == [1, 2]
+
+
+def test_an_error_of_the_write_itself_is_not_retried(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def failing() -> None:
+        calls.append(1)
+        raise OSError("No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        write_held(failing)
+    assert calls == [1]
