@@ -76,9 +76,17 @@ class SignalsHeld:
         for s, h in self.previous.items():
             signal.signal(s, h)
 
-    def replay(self) -> None:
-        for s in dict.fromkeys(self.arrived):  # once each, in arrival order
-            _deliver(s, self.previous[s])
+    def replay(self, late: Callable[[BaseException], None] | None = None) -> None:
+        """Deliver what arrived, once each in arrival order. With ``late``, only Python handlers run
+        and what they raise goes to ``late`` instead of propagating (no default action is taken)."""
+        for s in dict.fromkeys(self.arrived):
+            if late is None:
+                _deliver(s, self.previous[s])
+            elif callable(self.previous[s]):
+                try:
+                    self.previous[s](s, None)
+                except BaseException as err:  # noqa: BLE001 -- handed over, not lost
+                    late(err)
 
 
 def _deliver(signum: int, handler: Any) -> None:
@@ -89,15 +97,18 @@ def _deliver(signum: int, handler: Any) -> None:
         signal.raise_signal(signum)  # the default action (e.g. terminate), the handler being restored
 
 
-def write_held(write: Callable[[], T], replay: bool = True, attempts: int = 3) -> T:
+def write_held(write: Callable[[], T], replay: bool = True, attempts: int = 3,
+               late: Callable[[BaseException], None] | None = None) -> T:
     """``write()`` with signals held, so that a report is complete however the run ends.
 
     A handler can still fire in the instant before the hold is in place (a signal already pending
     runs at the next bytecode); what it raises then is kept and ``write`` is tried again. Once
     written, with ``replay`` the signals that came meanwhile reach their own handlers (a Ctrl-C
-    during the write still stops the program, a worker death still raises); with ``replay=False``
-    they are dropped -- for a report written because an exception is already propagating, whose
-    cause a late signal would only repeat. An error of ``write`` itself is raised at once.
+    during the write still stops the program, a worker death still raises). With ``replay=False``
+    -- for a report written because an exception is already propagating -- nothing more is raised:
+    what the handlers (and an early one) raise goes to ``late`` (e.g. to add it as a note to that
+    exception: a worker death can first surface as a reset connection), or is dropped without it.
+    An error of ``write`` itself is raised at once.
     """
     early: BaseException | None = None
     for attempt in range(attempts):
@@ -115,5 +126,17 @@ def write_held(write: Callable[[], T], replay: bool = True, attempts: int = 3) -
             hold.replay()
             if early is not None:
                 raise early
+        elif late is not None:
+            if early is not None:
+                late(early)
+            hold.replay(late)
         return result
     raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def note_on(exc: BaseException) -> Callable[[BaseException], None]:
+    """A ``late`` for ``write_held``: what a late handler raised becomes a note on ``exc``, shown
+    under its traceback (e.g. "DataLoader worker (pid 7) is killed" under a ConnectionResetError)."""
+    def add(err: BaseException) -> None:
+        exc.add_note(f"pinprof: then, while the report was written: {type(err).__name__}: {err}")
+    return add

@@ -29,7 +29,7 @@ from .clock import Anchor, ClockMap, EventPool, current_stream, elapsed_ms, now_
 from .devices import rank_info, resolve_device
 from .gate import StreamGate, gate_wanted, make_gate
 from .hazards import HazardWatch, hazards_wanted
-from .interrupt import Terminated, install_sigterm, restore_sigterm, write_held
+from .interrupt import Terminated, install_sigterm, note_on, restore_sigterm, write_held
 from .modes import SPECS, Mode, parse_mode
 from .nvtx_ranges import NvtxEmitter
 from .pin_hook import PIN_HOOK
@@ -485,7 +485,7 @@ class TransferProfiler:
                 out = self.out
                 write_held(lambda: self.save(out, partial=exc_type is not None, interrupted_by=why,
                                              error=None if exc is None else str(exc)[:500]),
-                           replay=exc_type is None)
+                           replay=exc_type is None, late=None if exc is None else note_on(exc))
         finally:
             self.close()
         if exc_type is None and self.out is not None:

@@ -204,8 +204,11 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
             frames.append(current[0].timeline())
         info["partial"] = True
         tl = timeline.concat(frames)  # a dead worker's SIGCHLD raises again as the others exit: held
-        write_held(lambda: write_report(out, tl, info, per_epoch, echo, plots=False), replay=False)
-        raise RunFailed(f"{type(err).__name__}: {err} (partial report written to {out})") from err
+        late: list[BaseException] = []
+        write_held(lambda: write_report(out, tl, info, per_epoch, echo, plots=False), replay=False,
+                   late=late.append)
+        then = "".join(f"; then {type(e).__name__}: {e}" for e in late)  # e.g. which worker died
+        raise RunFailed(f"{type(err).__name__}: {err}{then} (partial report written to {out})") from err
     finally:
         restore_sigterm(previous)
     info["partial"] = interrupted or len(frames) < len(scs)

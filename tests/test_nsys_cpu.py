@@ -20,9 +20,12 @@ from profiler.nsys_run import NsysError, find_nsys
 HERE = Path(__file__).parent
 
 # An NVTX call under nsys costs a few microseconds, and each range edge is one such call away from
-# pinprof's own clock read; on a loaded 2-core CI machine the thread can also be descheduled between
-# the two for tens of microseconds (seen: 26 us). 0.1 ms bounds both; the phases here last >= 0.5 ms.
-TOLERANCE_MS = 0.1
+# pinprof's own clock read: the typical gap is that (median bound below). On a loaded 2-core machine
+# the thread can also be descheduled between the two (seen: 26 us in CI, 82 us here with two busy
+# processes), so a single batch is only held to half the shortest phase (0.5 ms): a range on the
+# wrong phase, or missing an edge, is off by a whole phase.
+MEDIAN_TOLERANCE_MS = 0.02
+TOLERANCE_MS = 0.25
 
 
 def nsys_or_skip() -> Path:
@@ -69,8 +72,8 @@ def test_imported_durations_agree_with_pinprof_host_figures(capture: Path) -> No
     assert set(theirs.scenario) == {"pageable/cpu-test"} and set(theirs["mode"]) == {"pageable"}
     for col in ("fetch_ms", "cpu_work_ms", "compute_ms", "batch_ms"):
         diff = (theirs[col] - ours[col]).abs()
-        print(f"{col}: max |nsys - pinprof| = {diff.max() * 1e3:.1f} us")
-        assert (diff < TOLERANCE_MS).all(), col
+        print(f"{col}: |nsys - pinprof| median {diff.median() * 1e3:.1f} us, max {diff.max() * 1e3:.1f} us")
+        assert diff.median() < MEDIAN_TOLERANCE_MS and (diff < TOLERANCE_MS).all(), col
         assert (theirs[col] <= ours[col] + TOLERANCE_MS).all(), col  # NVTX ranges nest inside our clock reads
 
 

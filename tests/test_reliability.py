@@ -65,7 +65,7 @@ def test_a_loader_exception_leaves_the_batches_before_it(tmp_path: Path) -> None
 def test_a_killed_worker_leaves_a_partial_report(tmp_path: Path) -> None:
     proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "kill-worker", "61"])
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0 and "DataLoader worker" in err
+    assert proc.returncode != 0 and ("DataLoader worker" in err or "ConnectionResetError" in err), err[-2000:]
     # The death reaches the loop as torch's RuntimeError, or as the reset connection of a batch the
     # worker was still handing over (file-descriptor sharing); after it, torch's SIGCHLD handler
     # raises again as the other worker exits, while the report is being written (held: see interrupt).

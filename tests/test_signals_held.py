@@ -59,6 +59,14 @@ def test_without_replay_the_late_signal_is_dropped(tmp_path: Path, raising_sigch
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_without_replay_what_a_late_handler_raises_becomes_a_note(tmp_path: Path, raising_sigchld: Any) -> None:
+    original = ConnectionResetError(104, "Connection reset by peer")
+    write_held(lambda: write_two_files(tmp_path), replay=False, late=interrupt.note_on(original))
+    assert (tmp_path / "meta.json").exists()
+    assert original.__notes__ == ["pinprof: then, while the report was written: WorkerDied: "
+                                  "DataLoader worker (pid 1) is killed by signal: Killed."]
+
+
 def test_a_handler_firing_before_the_hold_is_in_place_is_retried(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A pending signal runs at the next bytecode, which can be inside SignalsHeld.__enter__."""
