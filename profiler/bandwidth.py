@@ -63,7 +63,7 @@ def _random(nbytes: int, pin: bool = False, device: torch.device | None = None) 
     return t.pin_memory() if pin else t
 
 
-def _per_copy_ms(k: int, copy: Callable[[int], None], gpu: bool, stream: torch.cuda.Stream | None) -> float:
+def _per_copy_ms(k: int, copy: Callable[[int], object], gpu: bool, stream: torch.cuda.Stream | None) -> float:
     if gpu:
         assert stream is not None
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -89,14 +89,14 @@ def measure(nbytes: int, methods: Sequence[str], device: torch.device, repeats: 
     dev_dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dev_src = _random(nbytes, device=device)
     host_dst = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-    ops: dict[str, tuple[Callable[[int], None], bool]] = {
+    ops: dict[str, tuple[Callable[[int], object], bool]] = {  # what a copy returns is dropped
         "pageable_h2d": (lambda i: dev_dst.copy_(pageable[i % 2]), True),
         "pinned_h2d": (lambda i: dev_dst.copy_(pinned[i % 2], non_blocking=True), True),
         "d2h": (lambda i: host_dst.copy_(dev_src, non_blocking=True), True),
         "memcpy_to_pinned": (lambda i: host_dst.copy_(pageable[i % 2]), False),
         "pin_memory": (lambda i: pageable[i % 2].pin_memory(), False),
     }
-    rows = []
+    rows: list[dict[str, float | str | int]] = []
     for method in methods:
         copy, gpu = ops[method]
         for _ in range(2):
@@ -144,7 +144,7 @@ def cache_key(device: torch.device) -> str:
 def calibration(sizes: Sequence[int], device: torch.device, cache_dir: Path | None = None) -> pd.DataFrame:
     """Pinned and pageable H2D rates at ``sizes`` (columns bytes, pinned_GBps, pageable_GBps),
     cached per device, driver and torch version under ``cache_dir`` (default ~/.cache/pinprof)."""
-    cache_dir = Path(cache_dir or os.environ.get("PINPROF_CACHE", Path.home() / ".cache" / "pinprof"))
+    cache_dir = Path(cache_dir or os.environ.get("PINPROF_CACHE") or Path.home() / ".cache" / "pinprof")
     path = cache_dir / f"calibration-{cache_key(device)}.csv"
     cached = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["bytes", "pinned_GBps", "pageable_GBps"])
     missing = sorted({int(s) for s in sizes} - set(cached.bytes.astype(int)))

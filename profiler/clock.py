@@ -20,9 +20,14 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import torch
+
+# One elapsed time or a column of them.
+Times = TypeVar("Times", float, npt.NDArray[np.float64])
 
 
 def now_ms() -> float:
@@ -156,5 +161,6 @@ class ClockMap:
         scale = host_span / gpu_span if gpu_span > 50.0 else 1.0
         return ClockMap(first.host_ms, scale)
 
-    def host_ms(self, elapsed_since_first_ms: float) -> float:
+    def host_ms(self, elapsed_since_first_ms: Times) -> Times:
+        """Host ms for one elapsed value or an array of them (NaN stays NaN)."""
         return self.origin_host_ms + elapsed_since_first_ms * self.scale

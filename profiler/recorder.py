@@ -460,8 +460,9 @@ class TransferProfiler:
             folder = folder / f"rank{ranks['rank']}"
         folder.mkdir(parents=True, exist_ok=True)
         report_io.write_csv(self.timeline(), folder / report_io.TIMELINE)
-        report_io.write_json(meta.collect(self.device, partial=partial, origin_monotonic_ms=self._origin,
-                                          **ranks, **extra), folder / report_io.META)
+        info: dict[str, Any] = {**ranks, **extra}
+        report_io.write_json(meta.collect(self.device, partial=partial, origin_monotonic_ms=self._origin, **info),
+                             folder / report_io.META)
         return folder
 
     def __enter__(self) -> TransferProfiler:

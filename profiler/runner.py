@@ -72,9 +72,9 @@ class Scenario:
 
 def scenarios(opts: RunOptions) -> list[Scenario]:
     """The cross product of the axes; names show the mode and every axis that varies."""
-    axes = [opts.modes, opts.batch_sizes, opts.num_workers, opts.prefetch_factors, opts.cpu_work_ms, opts.compute_ms]
     out = []
-    for mode, bs, nw, pf, cpu, gpu in itertools.product(*axes):
+    for mode, bs, nw, pf, cpu, gpu in itertools.product(opts.modes, opts.batch_sizes, opts.num_workers,
+                                                        opts.prefetch_factors, opts.cpu_work_ms, opts.compute_ms):
         parts = [mode, f"bs{bs}", f"w{nw}"]
         if len(opts.prefetch_factors) > 1:
             parts.append(f"pf{pf}")

@@ -166,8 +166,9 @@ class PinnedStager:
                 held = opening and self._gate is not None and self._gate.hold(self.stream)
                 try:
                     if opening:
-                        first[0] = torch.cuda.Event(enable_timing=True)
-                        first[0].record(self.stream)
+                        opened = torch.cuda.Event(enable_timing=True)
+                        opened.record(self.stream)
+                        first[0] = opened
                     dst_rows[lo:lo + part.shape[0]].copy_(staged, non_blocking=True)  # type: ignore[index]
                     done = torch.cuda.Event(enable_timing=True)
                     done.record(self.stream)

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from profiler import TransferProfiler
+from profiler.modes import Mode
 from profiler.report_io import write_csv
 
 out = Path(sys.argv[1])
@@ -21,7 +22,8 @@ if "--plain" in sys.argv:
     torch.cuda.synchronize()
     sys.exit(0)
 frames = []
-for mode, batches in (("pageable", data), ("pinned_nb", [t.pin_memory() for t in data])):
+runs: list[tuple[Mode, list[torch.Tensor]]] = [("pageable", data), ("pinned_nb", [t.pin_memory() for t in data])]
+for mode, batches in runs:
     prof = TransferProfiler(mode, "cuda", scenario=f"{mode}/gpu-loop")
     for b in prof.batches(batches * 3):
         prof.to_device(b)

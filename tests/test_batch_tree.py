@@ -65,7 +65,11 @@ class WithDerived:
 def test_the_two_walks_visit_the_same_tensors_in_the_same_order() -> None:
     batch = [WithDerived(torch.zeros(2), torch.ones(3)), {"c": torch.full((4,), 2.0)}]
     visited: list[torch.Tensor] = []
-    map_tensors(batch, lambda t: visited.append(t) or t)
+    def visit(t: torch.Tensor) -> torch.Tensor:
+        visited.append(t)
+        return t
+
+    map_tensors(batch, visit)
     assert [id(t) for t in iter_tensors(batch)] == [id(t) for t in visited]
     # the recorder hands out its copies in iter_tensors order: every tensor must land in its own place
     copies = iter([t.clone() * 10 for t in iter_tensors(batch)])

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from profiler import TransferProfiler, cupti
+from profiler.modes import Mode
 from profiler.modes import MODES
 
 pytestmark = pytest.mark.gpu
@@ -23,7 +24,7 @@ def batches_of(nbytes: int, count: int, pinned: bool, seed: int = 0) -> list[tor
     return out
 
 
-def profile_loop(mode: str, data: list, cpu_ms: float = 0.0, warmup: int = 3) -> "TransferProfiler":
+def profile_loop(mode: Mode, data: list, cpu_ms: float = 0.0, warmup: int = 3) -> "TransferProfiler":
     prof = TransferProfiler(mode=mode, device="cuda", warmup=warmup)
     for batch in prof.batches(data):
         x = prof.to_device(batch)
@@ -39,7 +40,7 @@ def profile_loop(mode: str, data: list, cpu_ms: float = 0.0, warmup: int = 3) ->
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_mode_reaches_the_memcpy_kind_its_name_says(mode: str) -> None:
+def test_mode_reaches_the_memcpy_kind_its_name_says(mode: Mode) -> None:
     pinned_src = mode in ("pinned", "pinned_nb")
     data = batches_of(2 * MiB, 6, pinned_src)
     trace = cupti.capture(lambda: profile_loop(mode, data).timeline())
@@ -52,7 +53,7 @@ def test_mode_reaches_the_memcpy_kind_its_name_says(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", ["pinned_nb", "pinned"])
 @pytest.mark.parametrize("size_mib", [1, 4, 12.5, 64])
-def test_pinned_h2d_ms_agrees_with_cupti(size_mib: float, mode: str) -> None:
+def test_pinned_h2d_ms_agrees_with_cupti(size_mib: float, mode: Mode) -> None:
     n = 24
     data = batches_of(int(size_mib * MiB), n, pinned=True, seed=1)
     holder: list = []
@@ -97,7 +98,7 @@ def _make_batch(gen: torch.Generator) -> dict:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_mode_is_bit_exact_with_plain_to(mode: str) -> None:
+def test_every_mode_is_bit_exact_with_plain_to(mode: Mode) -> None:
     gen = torch.Generator().manual_seed(7)
     data = [_make_batch(gen) for _ in range(5)]
     if mode in ("pinned", "pinned_nb"):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from profiler import TransferProfiler, bandwidth, cupti, split
+from profiler.modes import Mode
 from profiler.staging import PinnedStager, to_device_staged
 
 pytestmark = pytest.mark.gpu
@@ -26,7 +27,7 @@ def _data(pinned: bool, seed: int) -> list[torch.Tensor]:
     return out
 
 
-def _loop(mode: str, data: list[torch.Tensor]):  # type: ignore[no-untyped-def]
+def _loop(mode: Mode, data: list[torch.Tensor]):  # type: ignore[no-untyped-def]
     prof = TransferProfiler(mode=mode, device="cuda")
     for batch in prof.batches(data):
         prof.to_device(batch)
