@@ -59,6 +59,8 @@ class SignalsHeld:
     def __enter__(self) -> SignalsHeld:
         try:
             for s in _HELD:
+                if signal.getsignal(s) is None:  # a handler set outside Python: it cannot be put back, leave it
+                    continue
                 self.previous[s] = signal.signal(s, self._note)
         except ValueError:  # not the main thread: nothing can be held, nothing is changed
             self._restore()

@@ -109,3 +109,21 @@ def test_an_error_of_the_write_itself_is_not_retried(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="No space"):
         write_held(failing)
     assert calls == [1]
+
+
+def test_a_handler_set_outside_python_is_left_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """getsignal() is None for a handler a C library set: signal() could not put it back."""
+    real_getsignal = signal.getsignal
+    before = real_getsignal(signal.SIGCHLD)
+    monkeypatch.setattr(interrupt.signal, "getsignal",
+                        lambda s: None if s == signal.SIGCHLD else real_getsignal(s))
+    seen: dict[str, Any] = {}
+
+    def write() -> None:
+        seen["chld"], seen["int"] = real_getsignal(signal.SIGCHLD), real_getsignal(signal.SIGINT)
+
+    write_held(write)
+    assert seen["chld"] is before  # not replaced
+    assert seen["int"] is not signal.default_int_handler  # held
+    monkeypatch.undo()
+    assert real_getsignal(signal.SIGCHLD) is before and signal.getsignal(signal.SIGINT) is signal.default_int_handler
