@@ -195,17 +195,12 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     except (KeyboardInterrupt, Terminated) as err:
         interrupted = True
         info["interrupted_by"] = "SIGTERM" if isinstance(err, Terminated) else "SIGINT"
-        if current:
-            frames.append(current[0].timeline())
+        write_held(lambda: _keep_current(frames, current), replay=False)  # a second Ctrl-C waits
     except Exception as err:  # a loader that raises, a worker that dies: keep what was measured
-        interrupted = True
-        info["interrupted_by"], info["error"] = type(err).__name__, str(err)[:500]
-        if current:
-            frames.append(current[0].timeline())
-        info["partial"] = True
-        tl = timeline.concat(frames)  # a dead worker's SIGCHLD raises again as the others exit: held
+        # Everything from here to the files on disk runs with signals held: once a worker has died,
+        # torch's SIGCHLD handler raises again as the others exit (seen inside timeline() under load).
         late: list[BaseException] = []
-        write_held(lambda: write_report(out, tl, info, per_epoch, echo, plots=False), replay=False,
+        write_held(lambda: _write_failed(err, out, frames, current, info, per_epoch, echo), replay=False,
                    late=late.append)
         then = "".join(f"; then {type(e).__name__}: {e}" for e in late)  # e.g. which worker died
         raise RunFailed(f"{type(err).__name__}: {err}{then} (partial report written to {out})") from err
@@ -231,6 +226,22 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
                          per_epoch, echo, plots=opts.plots)
             out = merged
     return out, info.get("interrupted_by")
+
+
+def _keep_current(frames: list[pd.DataFrame], current: list[TransferProfiler]) -> None:
+    """The interrupted scenario's completed batches join the finished scenarios' frames."""
+    if current:
+        frames.append(current[0].timeline())
+        current.clear()  # kept once, even if this runs again
+
+
+def _write_failed(err: Exception, out: Path, frames: list[pd.DataFrame], current: list[TransferProfiler],
+                  info: dict[str, Any], per_epoch: dict[str, int], echo: Callable[[str], None]) -> None:
+    """The partial report of a run that an exception stopped (no plots: the run is failing)."""
+    info["interrupted_by"], info["error"] = type(err).__name__, str(err)[:500]
+    info["partial"] = True
+    _keep_current(frames, current)
+    write_report(out, timeline.concat(frames), info, per_epoch, echo, plots=False)
 
 
 def calibrate_and_split(tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any],

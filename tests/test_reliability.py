@@ -91,3 +91,13 @@ def test_pinprof_run_signal_exits_with_partial_report(tmp_path: Path, sig: signa
     tl = read_timeline(out)
     assert (tl["mode"] == "pageable").sum() == 405  # the finished scenario: 5 warm-up + 400 batches
     assert "PARTIAL" in (out / "summary.md").read_text()
+
+
+def test_pinprof_run_with_a_killed_worker_writes_a_partial_report(tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    proc = start([str(HERE / "run_kill_worker.py"), str(out)])
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 1 and f"partial report written to {out}" in err, err[-2000:]
+    assert "DataLoader worker" in err or "ConnectionResetError" in err, err[-2000:]
+    check_partial(out, 5, {"RuntimeError", "ConnectionResetError"})  # worker 1 dies in its 10th batch
+    assert "PARTIAL" in (out / "summary.md").read_text()
