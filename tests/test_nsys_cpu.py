@@ -20,12 +20,13 @@ from profiler.nsys_run import NsysError, find_nsys
 HERE = Path(__file__).parent
 
 # An NVTX call under nsys costs a few microseconds, and each range edge is one such call away from
-# pinprof's own clock read: the typical gap is that (median bound below). On a loaded 2-core machine
-# the thread can also be descheduled between the two (seen: 26 us in CI, 82 us here with two busy
-# processes), so a single batch is only held to half the shortest phase (0.5 ms): a range on the
-# wrong phase, or missing an edge, is off by a whole phase.
+# pinprof's own clock read: the typical gap is that (median bound). A single batch may also lose the
+# CPU between the two, so it gets 0.1 ms. The outliers once blamed on that (26 us in CI, up to 2.6 ms
+# here under load, always batch 0) were NVTX string registrations made at a phase's first push,
+# inside its clock window; phase names are now registered up front (tests/test_nvtx_ranges.py), and
+# with two busy processes on this 2-core machine the largest gap in 6 captures was 8 us.
 MEDIAN_TOLERANCE_MS = 0.02
-TOLERANCE_MS = 0.25
+TOLERANCE_MS = 0.1
 
 
 def nsys_or_skip() -> Path:
