@@ -170,7 +170,6 @@ class TransferProfiler:
         self._config: dict[str, Any] = dict(config or {})
         self._store = Store()
         self._pending: deque[tuple[int, tuple[Any, ...], bool]] = deque()
-        self._recent: deque[tuple[float, float, float]] = deque(maxlen=50)  # for live progress only
         self._cur: dict[str, Any] | None = None
         self._next_batch = 0
         self._warned: set[str] = set()
@@ -261,8 +260,6 @@ class TransferProfiler:
         h2d = rec.get("_h2d", (None, None))
         events = (h2d[0], h2d[1], rec.get("_comp_start"), rec.get("_comp_end"))
         row = self._store.append(rec)
-        self._recent.append((rec["fetch_e"] - rec["fetch_s"], rec["call_e"] - rec["call_s"],
-                             rec["batch_e"] - rec["batch_s"]))
         if h2d[0] is not None or events[2] is not None or events[3] is not None:
             self._pending.append((row, events, rec.get("_pooled", True)))
         self._next_batch += 1
@@ -422,11 +419,12 @@ class TransferProfiler:
     def live_medians(self) -> dict[str, float]:
         """Median host-side fetch, copy-call and batch times (ms) over the last 50 batches: cheap
         enough for a progress bar; GPU times are only read in ``timeline()``."""
-        if not self._recent:
+        last = self._store.tail(50)  # read from the stored rows: nothing extra kept per batch
+        if not len(last["batch"]):
             return {}
-        cols = list(zip(*self._recent))
-        return {k: float(np.nanmedian(v)) if not np.all(np.isnan(v)) else float("nan")
-                for k, v in zip(("fetch", "copy", "batch"), (np.asarray(c) for c in cols))}
+        spans = {"fetch": last["fetch_e"] - last["fetch_s"], "copy": last["call_e"] - last["call_s"],
+                 "batch": last["batch_e"] - last["batch_s"]}
+        return {k: float(np.nanmedian(v)) if not np.all(np.isnan(v)) else NAN for k, v in spans.items()}
 
     def timeline(self) -> pd.DataFrame:
         """One row per completed batch so far; safe to call mid-run (e.g. for a partial report)."""

@@ -52,6 +52,13 @@ class Store:
         del self._gpu[n * _G:]
         del self._kinds[n:]
 
+    def tail(self, n: int) -> dict[str, np.ndarray]:
+        """The numeric host fields of the last ``n`` complete rows (copies: an array that exports its
+        buffer cannot grow, so no view outlives this call)."""
+        rows = min(len(self._kinds), len(self._host) // _H)
+        host = np.frombuffer(self._host, dtype=float, count=rows * _H).reshape(rows, _H)[rows - min(n, rows):].copy()
+        return {k: host[:, j] for j, k in enumerate(NUMERIC)}
+
     def columns(self) -> dict[str, Any]:
         """Every column cut to the rows all of them hold.
 
