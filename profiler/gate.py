@@ -31,17 +31,9 @@ class StreamGate:
     def __init__(self, device: torch.device) -> None:
         from cuda.bindings import driver  # type: ignore[import-untyped]
 
-        self._flag = torch.zeros(1, dtype=torch.int32, pin_memory=True)
-        host_ptr = self._flag.data_ptr()
-        err, dptr = driver.cuMemHostGetDevicePointer(host_ptr, 0)
-        # With unified addressing pinned memory is mapped at the same address; use it if the call fails.
-        self._dptr: Any = dptr if err == driver.CUresult.CUDA_SUCCESS else host_ptr
-        self._cell = ctypes.c_int32.from_address(host_ptr)
+        self._flag, self._dptr, self._cell = _pinned_flag(driver)
         # A second flag that a stream writes back, for round-trip clock anchors (profiler.clock).
-        self._echo = torch.zeros(1, dtype=torch.int32, pin_memory=True)
-        err, edptr = driver.cuMemHostGetDevicePointer(self._echo.data_ptr(), 0)
-        self._echo_dptr: Any = edptr if err == driver.CUresult.CUDA_SUCCESS else self._echo.data_ptr()
-        self._echo_cell = ctypes.c_int32.from_address(self._echo.data_ptr())
+        self._echo, self._echo_dptr, self._echo_cell = _pinned_flag(driver)
         self._write = driver.cuStreamWriteValue32
         self._wait = driver.cuStreamWaitValue32
         self._geq = driver.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ
@@ -66,6 +58,15 @@ class StreamGate:
     def echoed(self) -> bool:
         """Whether the stream has written back the current hold value."""
         return bool(self._echo_cell.value == self._value)
+
+
+def _pinned_flag(driver: Any) -> tuple[torch.Tensor, Any, ctypes.c_int32]:
+    """A pinned int32 (kept alive by the returned tensor), its device address and a host view."""
+    flag = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+    host_ptr = flag.data_ptr()
+    err, dptr = driver.cuMemHostGetDevicePointer(host_ptr, 0)
+    # With unified addressing pinned memory is mapped at the same address; use it if the call fails.
+    return flag, dptr if err == driver.CUresult.CUDA_SUCCESS else host_ptr, ctypes.c_int32.from_address(host_ptr)
 
 
 def gate_wanted() -> bool:
