@@ -26,7 +26,6 @@ from profiler.bandwidth import parse_size
 from profiler.staging import PinnedStager
 
 
-
 def timed(fn: Callable[[], object]) -> float:
     torch.cuda.synchronize()
     t0 = time.perf_counter()

@@ -65,6 +65,7 @@ class WithDerived:
 def test_the_two_walks_visit_the_same_tensors_in_the_same_order() -> None:
     batch = [WithDerived(torch.zeros(2), torch.ones(3)), {"c": torch.full((4,), 2.0)}]
     visited: list[torch.Tensor] = []
+
     def visit(t: torch.Tensor) -> torch.Tensor:
         visited.append(t)
         return t
