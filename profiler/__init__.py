@@ -1,11 +1,55 @@
-"""pinprof: per-batch profiler for the host-to-device path of PyTorch input pipelines."""
-from ._version import __version__
-from .batch_tree import BatchTypeError
-from .hazards import PinprofHazardWarning
-from .modes import MODES, Mode
-from .recorder import PinprofWarning, TransferProfiler
-from .staging import PinnedStager, to_device_staged
-from .timeline import COLUMNS
+"""pinprof: per-batch profiler for the host-to-device path of PyTorch input pipelines.
 
-__all__ = ["COLUMNS", "MODES", "BatchTypeError", "Mode", "PinnedStager", "PinprofHazardWarning", "PinprofWarning",
-           "TransferProfiler", "__version__", "to_device_staged"]
+The package follows the data's one-way flow; each subpackage's docstring says what it holds and what
+it may import (``tests/test_layers.py`` checks it):
+
+    capture/    the loop wrapper that measures (torch, CUDA events, NVTX) -> per-batch records
+    timeline/   records -> the typed per-batch DataFrame (schema, build, split)
+    analysis/   DataFrame -> statistics and diagnoses
+    render/     -> Markdown, JSON, plots, Chrome trace
+    report/     report folders: the files, metadata, ranks merged
+    nsys/       Nsight Systems: run, import, compare
+    bench/      ``pinprof run``'s scenario matrix, datasets, workloads, bandwidth
+    cli/        ``pinprof VERB``
+
+Foundation modules any layer may use: ``errors``, ``settings``, ``modes``, ``units``, ``atomic``.
+
+The public names below load on first use, so ``import profiler`` (and the CLI's reading verbs) do not
+import torch.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from profiler._version import __version__
+
+_PUBLIC = {
+    "TransferProfiler": "profiler.capture.profiler",
+    "PinnedStager": "profiler.capture.staging",
+    "to_device_staged": "profiler.capture.staging",
+    "MODES": "profiler.modes",
+    "Mode": "profiler.modes",
+    "COLUMNS": "profiler.timeline.schema",
+    "BatchTypeError": "profiler.errors",
+    "PinprofError": "profiler.errors",
+    "PinprofWarning": "profiler.errors",
+    "PinprofHazardWarning": "profiler.errors",
+}
+__all__ = sorted([*_PUBLIC, "__version__"])
+
+if TYPE_CHECKING:
+    from profiler.capture.profiler import TransferProfiler
+    from profiler.capture.staging import PinnedStager, to_device_staged
+    from profiler.errors import BatchTypeError, PinprofError, PinprofHazardWarning, PinprofWarning
+    from profiler.modes import MODES, Mode
+    from profiler.timeline.schema import COLUMNS
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'profiler' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from profiler.cli import main
 
 sys.exit(main())

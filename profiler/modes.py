@@ -1,8 +1,13 @@
-"""The transfer modes people argue about, as data: what each does to the loader and to the copy."""
+"""The transfer modes people argue about, as data: what each does to the loader and to the copy.
+
+Plain data (no torch): the CLI, the nsys importer and the capture all name modes.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, get_args
+
+from profiler.errors import UsageError
 
 Mode = Literal["pageable", "pageable_nb", "pinned", "pinned_nb", "staged"]
 MODES: tuple[Mode, ...] = get_args(Mode)
@@ -43,5 +48,5 @@ SPECS: dict[Mode, ModeSpec] = {
 def parse_mode(value: str) -> Mode:
     """Validate a mode name, with an error that lists the valid ones."""
     if value not in SPECS:
-        raise ValueError(f"unknown mode {value!r}; choose from {', '.join(MODES)}")
+        raise UsageError(f"unknown mode {value!r}; choose from {', '.join(MODES)}")
     return value  # type: ignore[return-value]

@@ -21,8 +21,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from profiler import TransferProfiler
-from profiler.datasets import SyntheticImages
-from profiler.workload import busy_cpu
+from profiler.bench.datasets import SyntheticImages
+from profiler.bench.workload import busy_cpu
 
 
 def interleaved(loader, blocks: int, per_block: int, dev: torch.device, cpu_ms: float) -> tuple[list[float], list[float]]:

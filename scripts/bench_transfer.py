@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import torch
 
-from profiler.bandwidth import parse_size
-from profiler.staging import PinnedStager
+from profiler.units import parse_size
+from profiler.capture.staging import PinnedStager
 
 
 def timed(fn: Callable[[], object]) -> float:

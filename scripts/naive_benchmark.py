@@ -9,7 +9,7 @@ exact arguments). Extra arguments go to `pinprof run`.
 """
 import sys
 
-from profiler.quoted import run_quoted
+from profiler.bench.quoted import run_quoted
 
 if __name__ == "__main__":
     sys.exit(run_quoted("naive", sys.argv[1:]))

@@ -1,6 +1,6 @@
 import sys, time, torch
 from profiler import TransferProfiler
-from profiler.report_io import write_csv
+from profiler.atomic import write_csv
 prof = TransferProfiler(mode="pageable", device="cpu", scenario="pageable/cpu-test")
 class Slow:
     def __iter__(self):

@@ -9,7 +9,7 @@ import torch
 
 from profiler import TransferProfiler
 from profiler.modes import Mode
-from profiler.report_io import write_csv
+from profiler.atomic import write_csv
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import sys
 
 import torch.utils.data
 
-from profiler import datasets
+from profiler.bench import datasets
 from profiler.cli import main
 
 served = 0

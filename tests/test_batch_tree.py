@@ -6,7 +6,8 @@ from collections import namedtuple
 import pytest
 import torch
 
-from profiler.batch_tree import BatchTypeError, batch_bytes, batch_memory_kind, iter_tensors, map_tensors, require_tensors
+from profiler.errors import BatchTypeError
+from profiler.capture.batch_tree import batch_bytes, batch_memory_kind, iter_tensors, map_tensors, require_tensors
 
 
 @dataclasses.dataclass

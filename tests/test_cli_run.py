@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from profiler.cli import main
-from profiler.report_io import read_timeline
+from profiler.report.files import read_timeline
 
 SMALL = ["--batches", "4", "--warmup", "1", "--batch-size", "16", "--num-workers", "0", "--dataset-size", "256",
          "--cpu-work-ms", "0.5"]

@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from profiler.cli import main
-from profiler.diagnose import Verdict, compare_modes, diagnose
-from profiler.report_io import read_timeline
+from profiler.analysis.compare import compare_modes
+from profiler.analysis.diagnose import diagnose
+from profiler.analysis.findings import Verdict
+from profiler.report.files import read_timeline
 
 DATA = Path(__file__).parent / "data"
 
@@ -128,7 +130,7 @@ def two_ranks(**changes_rank1: float) -> pd.DataFrame:
 
 
 def test_rank_imbalance_names_the_slow_rank() -> None:
-    from profiler.diagnose import diagnose_ranks
+    from profiler.analysis.ranks import diagnose_ranks
 
     assert diagnose_ranks(two_ranks()) == []  # identical ranks: nothing to say
     (line,) = diagnose_ranks(two_ranks(fetch_ms=6.0, batch_ms=1.5))
@@ -136,7 +138,7 @@ def test_rank_imbalance_names_the_slow_rank() -> None:
 
 
 def test_host_link_contention_against_the_single_rank_calibration() -> None:
-    from profiler.diagnose import diagnose_ranks
+    from profiler.analysis.ranks import diagnose_ranks
 
     cal = pd.read_csv(DATA / "h200_default" / "calibration.csv")
     assert diagnose_ranks(two_ranks(), cal) == []  # both ranks at the calibrated rate

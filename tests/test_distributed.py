@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from profiler.report_io import read_timeline
+from profiler.report.files import read_timeline
 
 HERE = Path(__file__).parent
 

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiler.cli import build_parser
-from profiler.nsys_import import import_sqlite
-from profiler.report_io import ReportError, read_json, read_timeline
+from profiler.nsys.importer import import_sqlite
+from profiler.errors import ReportError
+from profiler.report.files import read_json, read_timeline
 
 DATA = Path(__file__).parent / "data"
 CSV = (DATA / "h200_default" / "timeline.csv").read_bytes()

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from profiler import TransferProfiler, cupti
+from profiler import TransferProfiler
+from profiler.bench import cupti
 from profiler.modes import Mode
 from profiler.modes import MODES
 
@@ -135,7 +136,7 @@ def test_batch_already_on_device_is_not_a_copy() -> None:
 def test_pin_thread_time_is_attributed_to_its_batch() -> None:
     from torch.utils.data import DataLoader
 
-    from profiler.datasets import SyntheticImages
+    from profiler.bench.datasets import SyntheticImages
 
     loader = DataLoader(SyntheticImages(size=4096), batch_size=256, num_workers=2, pin_memory=True)
     prof = TransferProfiler(mode="pinned_nb", device="cuda")

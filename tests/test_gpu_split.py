@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from profiler import TransferProfiler, bandwidth, cupti, split
+from profiler import TransferProfiler
+from profiler.bench import bandwidth, cupti
+from profiler.timeline import split
 from profiler.modes import Mode
-from profiler.staging import PinnedStager, to_device_staged
+from profiler.capture.staging import PinnedStager, to_device_staged
 
 pytestmark = pytest.mark.gpu
 MiB = 1 << 20

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from profiler import PinprofHazardWarning, TransferProfiler
-from profiler.hazards import HazardWatch, nonblocking_copy, written_and_read
+from profiler.capture.hazards import HazardWatch, nonblocking_copy, written_and_read
 
 aten = torch.ops.aten
 

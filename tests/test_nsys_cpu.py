@@ -14,8 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiler.nsys_import import import_sqlite, read_nvtx
-from profiler.nsys_run import NsysError, find_nsys
+from profiler.nsys.importer import import_sqlite
+from profiler.nsys.schema import read_nvtx
+from profiler.errors import NsysError
+from profiler.nsys.run import find_nsys
 
 HERE = Path(__file__).parent
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.nsys_import import import_sqlite
-from profiler.report_io import ReportError
+from profiler.nsys.importer import import_sqlite
+from profiler.errors import ReportError
 
 
 def test_missing_nvtx_table_says_what_to_trace(tmp_path: Path) -> None:

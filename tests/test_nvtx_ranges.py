@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from profiler.nvtx_ranges import COLORS, NvtxEmitter
+from profiler.capture.nvtx import COLORS, NvtxEmitter
 
 lib = pytest.importorskip("nvtx._lib").lib
 PHASES = [p for p in COLORS if p != "batch"]

@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler import plots, split, summary, trace
-from profiler.lanes import intervals
-from profiler.report_io import read_timeline
+from profiler.analysis import summary
+from profiler.render import markdown, plots, trace
+from profiler.timeline import split
+from profiler.render.lanes import intervals
+from profiler.report.files import read_timeline
 
 DATA = Path(__file__).parent / "data"
 
@@ -39,7 +41,7 @@ def test_summary_on_the_h200_run(tl: pd.DataFrame) -> None:
     assert s.loc["pinned_nb/bs1024/w4", "exposed_pct"] == 0.0
     assert bs1024.h2d_ms_p50.idxmax().startswith("pageable")
     assert (s.batches == 12).all()
-    assert "| pinned_nb/bs1024/w4 |" in summary.to_markdown(s.reset_index())
+    assert "| pinned_nb/bs1024/w4 |" in markdown.summary_table(s.reset_index())
 
 
 def test_intervals_put_each_phase_in_its_lane(tl: pd.DataFrame) -> None:
@@ -76,7 +78,8 @@ def test_chrome_trace_matches_the_timeline(tl: pd.DataFrame, tmp_path: Path) -> 
 def test_recorded_nsys_capture_agrees_with_pinprof_per_batch() -> None:
     """The H200 capture of scripts/nsys_profile.sh, imported: every batch has its memcpy records of
     the mode's source memory, and pinprof's h2d_ms is within 5% of CUPTI's figure of the same meaning."""
-    from profiler.nsys_import import compare, import_sqlite
+    from profiler.nsys.compare import compare
+    from profiler.nsys.importer import import_sqlite
 
     table = import_sqlite(DATA / "h200_nsys" / "report.sqlite")
     assert len(table) == 66 and set(table.scenario) == {"pageable/bs1024/w0", "pinned_nb/bs1024/w0"}
@@ -96,7 +99,7 @@ def test_recorded_nsys_capture_agrees_with_pinprof_per_batch() -> None:
 
 
 def test_merged_ranks_get_a_panel_each(tl: pd.DataFrame, tmp_path: Path) -> None:
-    from profiler.lanes import with_labels
+    from profiler.render.lanes import with_labels
 
     two = pd.concat([tl.assign(rank=0), tl.assign(rank=1)], ignore_index=True)
     labels = set(with_labels(two).scenario)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from profiler import clock, cudart
+from profiler.capture.cuda import cudart
+from profiler.capture.cuda import events as clock
 
 
 def _dst(src: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.report_io import read_timeline
+from profiler.report.files import read_timeline
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from profiler import TransferProfiler
-from profiler.report_io import ReportError, read_timeline, write_csv, write_text_atomic
+from profiler.atomic import write_csv, write_text_atomic
+from profiler.errors import ReportError
+from profiler.report.files import read_timeline
 
 
 def small_timeline() -> pd.DataFrame:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from profiler import interrupt
-from profiler.interrupt import write_held
+from profiler.report import signals as interrupt
+from profiler.report.signals import write_held
 
 
 class WorkerDied(RuntimeError):

@@ -1,0 +1,7 @@
+"""Bench: ``pinprof run``'s scenario matrix (``options``, ``runner``), its datasets and stand-in
+workloads, the bandwidth sweep and calibration (``bandwidth``), multi-rank launch
+(``distributed``), the two quoted benchmarks (``quoted``) and CUPTI records through torch.profiler
+(``cupti``, the independent check).
+
+May import: torch, torchvision and every subpackage but ``cli`` (``quoted`` alone runs the CLI).
+"""

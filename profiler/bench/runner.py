@@ -1,0 +1,212 @@
+"""``pinprof run``: profile the scenario matrix (``profiler.bench.options``) and write a report folder.
+
+The timeline is rewritten atomically after every scenario; on Ctrl-C or SIGTERM the batches measured
+so far are written out and meta.json says ``"partial": true``; when the loop raises, the partial
+report is written and ``RunFailed`` raised.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader
+
+from profiler.bench import datasets, distributed
+from profiler.bench.options import RunOptions, Scenario, prepare_out, scenarios
+from profiler.bench.workload import GpuWork, busy_cpu
+from profiler.capture.clock import now_ms
+from profiler.capture.devices import rank_info, resolve_device
+from profiler.capture.environment import describe
+from profiler.capture.profiler import TransferProfiler
+from profiler.errors import RunFailed
+from profiler.modes import SPECS
+from profiler.report import files as report_io
+from profiler.report import meta
+from profiler.report.folder import write_report
+from profiler.report.signals import Terminated, install_sigterm, restore_sigterm, write_held
+from profiler.timeline import schema as timeline
+
+__all__ = ["RunOptions", "calibrate_and_split", "run_matrix", "run_scenario", "scenarios"]
+
+
+def _progress(total: int | None, desc: str, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="batch", dynamic_ncols=True)
+
+
+def run_scenario(sc: Scenario, dataset: Any, device: torch.device, opts: RunOptions, run: str,
+                 origin: float, gpu_work: GpuWork, register: Callable[[TransferProfiler], None]) -> pd.DataFrame:
+    """Run one scenario's loop under a profiler and return its timeline."""
+    spec = SPECS[sc.mode]
+    cuda = device.type == "cuda"
+    loader = DataLoader(dataset, batch_size=sc.batch_size, shuffle=False, num_workers=sc.num_workers,
+                        pin_memory=spec.pin_memory and cuda, drop_last=True,
+                        prefetch_factor=sc.prefetch_factor if sc.num_workers > 0 else None,
+                        persistent_workers=False)
+    prof = TransferProfiler(sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.warmup,
+                            origin_ms=origin)
+    register(prof)
+    per_epoch = len(loader)
+    limit = None if opts.epochs else (opts.batches or per_epoch) + opts.warmup
+    total = per_epoch * opts.epochs if opts.epochs else limit
+    enabled = sys.stdout.isatty() if opts.progress is None else opts.progress
+    bar = _progress(total, sc.name, enabled)
+    try:
+        for _ in range(opts.epochs or 1):
+            for batch in prof.batches(loader, limit=limit):
+                x, _y = prof.to_device(batch)
+                with prof.cpu_work():
+                    busy_cpu(sc.cpu_work_ms)
+                if sc.compute_ms > 0 and cuda:
+                    with prof.compute():
+                        loss = gpu_work(x)
+                    loss.item()  # a training loop reads its loss: the one sync per step, as users have
+                bar.update(1)
+                if enabled and bar.n % 10 == 0:
+                    bar.set_postfix({k: f"{v:.2f}ms" for k, v in prof.live_medians().items() if v == v}, refresh=False)
+    finally:
+        bar.close()
+        prof.close()
+    return prof.timeline()
+
+
+@dataclass
+class _Progress:
+    """What the scenarios measured so far, kept for the report however the run ends."""
+
+    frames: list[pd.DataFrame] = field(default_factory=list)
+    current: list[TransferProfiler] = field(default_factory=list)  # the scenario running now
+    per_epoch: dict[str, int] = field(default_factory=dict)
+
+
+def _open_out(opts: RunOptions) -> tuple[Path, str, bool]:
+    """(this process's report folder, the run's name, whether it is one rank of a job)."""
+    job = distributed.in_job()
+    if not job:
+        out = prepare_out(opts.out, opts.force)
+        return out, out.name, False
+    rank_device = distributed.init(opts.device)
+    opts.device = str(rank_device) if rank_device is not None else opts.device
+    top = prepare_out(opts.out, opts.force) if rank_info()["rank"] == 0 else None
+    top = Path(str(distributed.agree(str(top))))
+    out = distributed.rank_folder(top)
+    out.mkdir(parents=True, exist_ok=True)
+    return out, top.name, True
+
+
+def _run_scenarios(scs: list[Scenario], dataset: Any, device: torch.device, opts: RunOptions, run: str,
+                   origin: float, out: Path, done: _Progress, echo: Callable[[str], None]) -> None:
+    gpu_work = GpuWork(device, max(opts.compute_ms))
+    for sc in scs:
+        distributed.barrier()  # under a job, every rank starts the scenario (and its copies) together
+        echo(f"pinprof: {sc.name}")
+        gpu_work.ms = sc.compute_ms
+        done.frames.append(run_scenario(sc, dataset, device, opts, run, origin, gpu_work,
+                                        lambda p: done.current.__setitem__(slice(None), [p])))
+        done.current.clear()
+        done.per_epoch[sc.name] = len(dataset) // sc.batch_size
+        report_io.write_csv(timeline.concat(done.frames), out / report_io.TIMELINE)
+
+
+def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[str], None] = print) -> tuple[Path, str | None]:
+    """Run every scenario, write the report folder; returns (folder, what interrupted it or None).
+
+    As one rank of a job (``profiler.bench.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
+    """
+    out, run_name, job = _open_out(opts)
+    device = resolve_device(opts.device)
+    if device.type != "cuda":
+        echo("pinprof: no CUDA device: GPU phases (h2d, compute) are skipped and pinning is off; "
+             "loader, staging and CPU-work phases are measured")
+    dataset = datasets.build(opts.dataset, opts.data_root, size=opts.dataset_size, image_size=opts.image_size,
+                             download=opts.download)
+    scs = scenarios(opts)
+    origin = now_ms()  # every scenario's intervals count from here; merge aligns ranks by it
+    info = meta.collect(describe(device), argv, run=run_name, scenarios=[s.name for s in scs],
+                        options={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
+                        dataset_len=len(dataset), origin_monotonic_ms=origin, **rank_info())  # type: ignore[arg-type]
+    done = _Progress()
+    interrupted = False
+    previous = install_sigterm()
+    try:
+        _run_scenarios(scs, dataset, device, opts, run_name, origin, out, done, echo)
+    except (KeyboardInterrupt, Terminated) as err:
+        interrupted = True
+        info["interrupted_by"] = "SIGTERM" if isinstance(err, Terminated) else "SIGINT"
+        write_held(lambda: _keep_current(done), replay=False)  # a second Ctrl-C waits
+    except Exception as err:  # a loader that raises, a worker that dies: keep what was measured
+        # Everything from here to the files on disk runs with signals held: once a worker has died,
+        # torch's SIGCHLD handler raises again as the others exit (seen inside timeline() under load).
+        late: list[BaseException] = []
+        write_held(lambda: _write_failed(err, out, done, info, echo), replay=False, late=late.append)
+        then = "".join(f"; then {type(e).__name__}: {e}" for e in late)  # e.g. which worker died
+        raise RunFailed(f"{type(err).__name__}: {err}{then} (partial report written to {out})") from err
+    finally:
+        restore_sigterm(previous)
+    _finish(out, opts, device, info, done, interrupted, len(done.frames) < len(scs), echo)
+    if job:
+        out = _merge_job(out, opts, done, echo)
+    return out, info.get("interrupted_by")
+
+
+def _finish(out: Path, opts: RunOptions, device: torch.device, info: dict[str, Any], done: _Progress,
+            interrupted: bool, unfinished: bool, echo: Callable[[str], None]) -> None:
+    info["partial"] = interrupted or unfinished
+    tl = timeline.concat(done.frames)
+    if opts.calibrate and device.type == "cuda" and len(tl) and not interrupted:
+        tl = calibrate_and_split(tl, device, out, info, echo)
+    # After Ctrl-C/SIGTERM the report is what is left to save: a second signal waits until it is written.
+    if interrupted:
+        write_held(lambda: write_report(out, tl, info, done.per_epoch, echo, plots=opts.plots), replay=False)
+    else:
+        write_report(out, tl, info, done.per_epoch, echo, plots=opts.plots)
+
+
+def _merge_job(out: Path, opts: RunOptions, done: _Progress, echo: Callable[[str], None]) -> Path:
+    """Once every rank has written its folder, rank 0 merges them into the job's; returns that folder."""
+    distributed.barrier()
+    if rank_info()["rank"] != 0:
+        return out
+    from profiler.report.merge import write_merged
+
+    merged = out.parent
+    write_merged(merged)  # its meta.json: rank 0's, plus ranks, clock_aligned, partial of any rank
+    write_report(merged, report_io.read_timeline(merged), report_io.read_json(merged / report_io.META),
+                 done.per_epoch, echo, plots=opts.plots)
+    return merged
+
+
+def _keep_current(done: _Progress) -> None:
+    """The interrupted scenario's completed batches join the finished scenarios' frames."""
+    if done.current:
+        done.frames.append(done.current[0].timeline())
+        done.current.clear()  # kept once, even if this runs again
+
+
+def _write_failed(err: Exception, out: Path, done: _Progress, info: dict[str, Any],
+                  echo: Callable[[str], None]) -> None:
+    """The partial report of a run that an exception stopped (no plots: the run is failing)."""
+    info["interrupted_by"], info["error"] = type(err).__name__, str(err)[:500]
+    info["partial"] = True
+    _keep_current(done)
+    write_report(out, timeline.concat(done.frames), info, done.per_epoch, echo, plots=False)
+
+
+def calibrate_and_split(tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any],
+                        echo: Callable[[str], None]) -> pd.DataFrame:
+    """Measure (or reuse) pinned/pageable bandwidth at the run's batch sizes, split pageable copies."""
+    from profiler.bench import bandwidth
+    from profiler.timeline import split
+
+    sizes = sorted({int(b) for b in tl.groupby("scenario").bytes.median() if b > 0})
+    echo(f"pinprof: calibrating pinned bandwidth at {len(sizes)} size(s) (cached; --no-calibrate skips)")
+    cal = bandwidth.calibration(sizes, device)
+    report_io.write_csv(cal, out / report_io.CALIBRATION)
+    info["calibration"] = cal.to_dict(orient="list")
+    return split.apply(tl, cal)

@@ -1,0 +1,13 @@
+"""Capture: the loop wrapper that measures, and everything it times with.
+
+Holds the profiler object (``profiler``), its phase contexts (``phases``), the copies of each mode
+(``device_copy``, ``staged_copy``, ``staging``), the record store (``store``), pending CUDA events
+(``pending``), the batch walk (``batch_tree``), the DataLoader pin hook, hazard detection, NVTX, the
+host clock, devices and environment, saving a profiler's report (``saving``), and ``cuda/`` (events,
+clock anchors, the stream gate, the direct runtime copy).
+
+May import: torch, numpy, pandas, the foundation modules (``profiler.errors``, ``settings``,
+``modes``, ``units``, ``atomic``), ``profiler.timeline``, ``profiler.report`` (to save) and
+``profiler.render.palette`` (NVTX colours). Never ``analysis``, ``nsys``, ``bench`` or ``cli``.
+This ``__init__`` imports nothing, so ``profiler.capture.x`` loads only what ``x`` needs.
+"""

@@ -1,0 +1,86 @@
+"""The phase contexts a loop enters: ``with prof.cpu_work():`` and ``with prof.compute():``.
+
+Classes, not ``@contextmanager``, to keep them cheap; the record keys are class attributes, so no key
+string is built per batch.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from profiler.capture.clock import now_ms
+from profiler.capture.cuda.events import current_stream, record
+from profiler.capture.nvtx import NvtxEmitter
+
+if TYPE_CHECKING:
+    from profiler.capture.profiler import TransferProfiler
+
+
+class HostPhase:
+    """Host-clock accounting shared by the phase contexts: first start, last end, summed time."""
+
+    __slots__ = ("rec", "start")
+    _S, _SUM, _E = "", "", ""
+    rec: dict[str, Any]
+    start: float
+
+    def _account(self, end: float) -> None:
+        rec, start = self.rec, self.start
+        if rec[self._S] != rec[self._S]:  # NaN: the first block of this batch
+            rec[self._S], rec[self._SUM] = start, end - start
+        else:
+            rec[self._SUM] += end - start
+        rec[self._E] = end
+
+
+class CpuWork(HostPhase):
+    """``with prof.cpu_work():`` host clock and NVTX only."""
+
+    __slots__ = ("nvtx",)
+    _S, _SUM, _E = "cpu_s", "cpu_sum", "cpu_e"
+
+    def __init__(self, rec: dict[str, Any], nvtx: NvtxEmitter) -> None:
+        self.rec, self.nvtx = rec, nvtx
+
+    def __enter__(self) -> None:
+        self.start = now_ms()
+        self.nvtx.push("cpu_work")
+
+    def __exit__(self, *exc: object) -> None:
+        self.nvtx.pop()
+        self._account(now_ms())
+
+
+class Compute(HostPhase):
+    """``with prof.compute():`` host clock, NVTX, and CUDA events on the stream the work runs on."""
+
+    __slots__ = ("prof", "stream")
+    _S, _SUM, _E = "comp_s", "comp_sum", "comp_e"
+
+    def __init__(self, prof: TransferProfiler, rec: dict[str, Any]) -> None:
+        self.prof, self.rec = prof, rec
+
+    def __enter__(self) -> None:
+        prof, rec = self.prof, self.rec
+        start = self.start = now_ms()
+        if rec["request"] != rec["request"]:  # NaN: first compute of this batch
+            rec["request"] = start
+        if prof.cuda:
+            stream = self.stream = rec.get("_stream") or current_stream(prof._index)
+            if "_comp_start" not in rec:  # later blocks of the same batch extend it: no start event
+                ev = prof._pool.get()
+                record(ev, stream)
+                rec["_comp_start"] = ev
+        prof.nvtx.push("compute")
+
+    def __exit__(self, *exc: object) -> None:
+        prof, rec = self.prof, self.rec
+        prof.nvtx.pop()
+        end = now_ms()
+        if prof.cuda:
+            ev = prof._pool.get()
+            record(ev, self.stream)
+            old = rec.get("_comp_end")
+            if old is not None:
+                prof._pool.put(old)
+            rec["_comp_end"] = ev
+        self._account(end)

@@ -1,0 +1,288 @@
+"""``TransferProfiler``: the one object a user wraps around their own loop.
+
+    prof = TransferProfiler(mode="pinned_nb")
+    for batch in prof.batches(loader):      # fetch timed, ``batch <n>`` NVTX range opened
+        x, y = prof.to_device(batch)        # stage + H2D, timed with CUDA events
+        with prof.cpu_work(): ...           # CPU work meant to overlap the copy
+        with prof.compute(): step(x, y)     # GPU work, timed with CUDA events
+    df = prof.timeline()                    # one row per batch (columns: profiler.timeline)
+
+Where it synchronizes: once when iteration starts and once in ``timeline()`` (clock anchors); in the
+blocking modes on the copy's end event (where a blocking ``.to()`` waits); in ``staged`` only to
+wait until one of its own pinned buffers is free again. Events are read when ``Event.query()`` says
+they are done, never by waiting. Everything else the loop does is untouched.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import torch
+
+from profiler.capture import batch_tree, saving
+from profiler.capture.clock import now_ms
+from profiler.capture.cuda.anchor import Anchor, clock_between, take_anchor
+from profiler.capture.cuda.events import EventPool, current_stream
+from profiler.capture.cuda.gate import StreamGate, gate_wanted, make_gate
+from profiler.capture.device_copy import DeviceCopier
+from profiler.capture.devices import rank_info, resolve_device
+from profiler.capture.hazards import HazardWatch, hazards_wanted
+from profiler.capture.nvtx import NvtxEmitter
+from profiler.capture.pending import PendingEvents
+from profiler.capture.phases import Compute, CpuWork
+from profiler.capture.pin_hook import PIN_HOOK
+from profiler.capture.staged_copy import StagedCopier
+from profiler.capture.store import TEMPLATE, Store
+from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, UsageError
+from profiler.modes import SPECS, Mode, parse_mode
+from profiler.report.signals import install_sigterm, restore_sigterm
+from profiler.timeline.build import build_timeline
+from profiler.timeline.clockmap import ClockMap
+
+__all__ = ["PinprofWarning", "TransferProfiler"]
+
+
+class TransferProfiler:
+    """Records every batch's phases (see ``profiler.timeline.schema`` for the columns they become).
+
+    mode: how ``to_device`` copies (``profiler.modes``); ``"auto"`` picks ``pinned_nb`` for a pinned
+        first batch and ``pageable`` otherwise.
+    device: target device; default ``cuda`` if available, else ``cpu`` (GPU columns stay empty).
+    nvtx: emit NVTX ranges in domain ``pinprof``.
+    warmup: the first ``warmup`` batches are flagged ``warmup=True`` (kept, excluded from summaries).
+    gate: time copies from pinned memory behind a held stream (``profiler.gate``) for exact h2d_ms.
+    out: report folder written when the profiler is used as a context manager (see ``__enter__``).
+    hazards: watch the loop for the two non_blocking races and warn once each (``profiler.hazards``;
+        costs microseconds per torch operator, so off unless True or ``PINPROF_HAZARDS=1``).
+    """
+
+    def __init__(
+        self,
+        mode: Mode | Literal["auto"] = "auto",
+        device: str | torch.device | None = None,
+        *,
+        nvtx: bool = True,
+        run: str = "run",
+        scenario: str | None = None,
+        warmup: int = 0,
+        origin_ms: float | None = None,
+        config: dict[str, Any] | None = None,
+        gate: bool = True,
+        out: str | Path | None = None,
+        hazards: bool | None = None,
+    ) -> None:
+        self.mode: Mode | Literal["auto"] = mode if mode == "auto" else parse_mode(mode)
+        if warmup < 0:
+            raise UsageError(f"warmup={warmup} must be >= 0")
+        self.device = resolve_device(device)
+        self.cuda = self.device.type == "cuda"
+        self.nvtx = NvtxEmitter(enabled=nvtx)
+        self.run, self.scenario, self.warmup = run, scenario, warmup
+        self.out = out
+        self._origin = origin_ms
+        self._config: dict[str, Any] = dict(config or {})
+        self._store = Store()
+        self._cur: dict[str, Any] | None = None
+        self._next_batch = 0
+        self._warned: set[str] = set()
+        self._anchor: Anchor | None = None
+        self._gate: StreamGate | None = None
+        self._hazards = hazards_wanted(hazards)
+        index = self.device.index
+        self._index = index if index is not None else (torch.cuda.current_device() if self.cuda else 0)
+        if self.cuda:
+            self._pool = EventPool(self.device)
+            self._copy_stream = torch.cuda.Stream(self.device)
+            self._gate = make_gate(self.device) if gate and gate_wanted() else None
+            self._copier = DeviceCopier(self.device, self._index, self._pool, self._copy_stream, self._gate, self.nvtx)
+        self._pending = PendingEvents(self._store, self._pool if self.cuda else None)
+        self._staged = StagedCopier(self.device, self._index, self._copy_stream if self.cuda else None, self._gate,
+                                    self.nvtx)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
+        """Iterate ``loader``, timing each wait in ``next()``; at most ``limit`` batches."""
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit={limit} must be >= 0 or None")
+        self._begin(loader)
+        nvtx = self.nvtx
+        named = nvtx.active  # no batch name to format when no tool listens
+        watch = HazardWatch(lambda: self._next_batch) if self._hazards and self.cuda else None
+        if watch is not None:
+            watch.__enter__()
+        PIN_HOOK.install(nvtx)
+        # One range around the loop names the scenario, so an nsys import can tell loops apart.
+        nvtx.push(f"loop {self.scenario or self.mode}")
+        try:
+            it = iter(loader)
+            count = 0
+            while limit is None or count < limit:
+                if len(self._pending) >= 8:  # amortise: read finished events a few batches at a time
+                    self._pending.resolve(self._anchor)
+                n = self._next_batch
+                rec = dict(TEMPLATE)
+                rec["batch"], rec["warmup"] = n, n < self.warmup
+                if named:
+                    nvtx.push(f"batch {n}")
+                try:
+                    rec["batch_s"] = rec["fetch_s"] = now_ms()
+                    nvtx.push("fetch")
+                    try:
+                        batch = next(it)
+                    except StopIteration:
+                        break
+                    finally:
+                        nvtx.pop()  # clock after the pop, as before the push: the NVTX range nests inside
+                        rec["fetch_e"] = now_ms()
+                    pin = PIN_HOOK.pop(batch)
+                    if pin is not None:
+                        rec["pin_s"], rec["pin_e"] = pin
+                    self._cur = rec
+                    yield batch
+                finally:
+                    nvtx.pop()
+                    if self._cur is rec:
+                        rec["batch_e"] = now_ms()
+                        self._commit(rec)
+                        self._cur = None
+                count += 1
+        finally:
+            nvtx.pop()
+            PIN_HOOK.uninstall()
+            if watch is not None:
+                watch.__exit__(None, None, None)
+
+    def _begin(self, loader: Iterable[Any]) -> None:
+        if self._origin is None:
+            self._origin = now_ms()
+        if self.cuda and self._anchor is None:
+            self._anchor = take_anchor(current_stream(self._index), self._gate)
+        _loader_config(loader, self._config)
+        if self._hazards and not self.cuda:
+            self._warn_once("hazards-no-cuda", "hazard detection watches CUDA copies and there is no CUDA "
+                            "device: it stays off")
+        if self._config.get("pin_memory") and not self.cuda:
+            self._warn_once("pin-no-cuda", "the loader has pin_memory=True but there is no CUDA device: "
+                            "torch skips pinning, so pin_ms stays empty")
+
+    def _commit(self, rec: dict[str, Any]) -> None:
+        if rec["bytes"] < 0:
+            rec["bytes"] = 0  # to_device() was not called: nothing was moved
+        h2d = rec.get("_h2d", (None, None))
+        events = (h2d[0], h2d[1], rec.get("_comp_start"), rec.get("_comp_end"))
+        row = self._store.append(rec)
+        if h2d[0] is not None or events[2] is not None or events[3] is not None:
+            self._pending.add(row, events, rec.get("_pooled", True))
+        self._next_batch += 1
+
+    # -- phases ---------------------------------------------------------------------------------
+    def to_device(self, batch: Any) -> Any:
+        """Move ``batch`` (tensors, nested containers, dataclasses) to the device as the mode says."""
+        rec = self._current("to_device")
+        tensors = batch_tree.require_tensors(batch)
+        rec["bytes"] = sum(batch_tree.tensor_bytes(t) for t in tensors)
+        kind = batch_tree.batch_memory_kind(tensors)
+        mode = self._resolve_mode(kind)
+        spec = SPECS[mode]
+        if spec.staged:
+            try:
+                return self._staged.copy(batch, rec, kind)
+            except PinnedMemoryError as err:
+                # Page-locked memory is scarce: fall back to the driver's path rather than fail the loop.
+                self._warn_once("no-pinned", f"{err}; batch {rec['batch']} and later are copied as in mode 'pageable'")
+                self.mode, spec = "pageable", SPECS["pageable"]
+        rec["src_memory"] = kind
+        if not self.cuda or kind == "device":
+            return batch_tree.map_tensors(batch, lambda t: t.to(self.device)) if self.cuda else batch
+        if spec.pin_memory and kind != "pinned":
+            self._warn_once("expect-pinned", f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
+                            "DataLoader, or the copy is staged by the driver and blocks")
+        return self._copier.copy(batch, tensors, kind, spec, rec)
+
+    def cpu_work(self) -> CpuWork:
+        """Context manager around CPU work meant to overlap the copy (host clock, NVTX)."""
+        return CpuWork(self._current("cpu_work"), self.nvtx)
+
+    def compute(self) -> Compute:
+        """Context manager around GPU work (CUDA events on the current stream; host clock on CPU).
+
+        Its entry also marks when the batch's data is needed, for ``wait_ms``.
+        """
+        return Compute(self, self._current("compute"))
+
+    def _current(self, what: str) -> dict[str, Any]:
+        if self._cur is None:
+            raise MisuseError(f"{what}() must be called inside `for batch in prof.batches(loader):`, "
+                               "after the batch arrives and before the next one is fetched")
+        return self._cur
+
+    def _resolve_mode(self, kind: str) -> Mode:
+        if self.mode == "auto":
+            self.mode = "pinned_nb" if kind == "pinned" else "pageable"
+        return self.mode
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, PinprofWarning, stacklevel=3)
+
+    def live_medians(self) -> dict[str, float]:
+        """Median host-side fetch, copy-call and batch times (ms) over the last 50 batches: cheap
+        enough for a progress bar; GPU times are only read in ``timeline()``."""
+        return self._store.host_medians(50)
+
+    def timeline(self) -> pd.DataFrame:
+        """One row per completed batch so far; safe to call mid-run (e.g. for a partial report)."""
+        clock: ClockMap | None = None
+        if self.cuda and self._anchor is not None:
+            last = take_anchor(current_stream(self._index), self._gate)
+            self._pending.resolve(self._anchor, block=True)
+            clock = clock_between(self._anchor, last)
+        static = {"run": self.run, "mode": self.mode, "device": str(self.device), **rank_info(), **self._config}
+        if self.mode != "auto":
+            static["non_blocking"] = SPECS[self.mode].non_blocking
+            static.setdefault("pin_memory", SPECS[self.mode].pin_memory)
+        static["scenario"] = self.scenario or str(self.mode)
+        origin = self._origin if self._origin is not None else now_ms()
+        return build_timeline(self._store.columns(), origin, clock, static)
+
+    def close(self) -> None:
+        """Free the staging buffers (pinned memory) once their copies are done."""
+        self._staged.close()
+
+    # -- keeping what was measured (profiler.capture.saving) ----------------------------------------
+    def save(self, out: str | Path, partial: bool = False, **extra: Any) -> Path:
+        """Write ``timeline.csv`` and ``meta.json`` into ``out`` (atomically); returns the folder."""
+        return saving.save(self, out, partial, **extra)
+
+    def __enter__(self) -> TransferProfiler:
+        """``with TransferProfiler(out=...) as prof:`` writes the report however the block ends.
+
+        An exception (a loader that raises, a DataLoader worker that dies), Ctrl-C or SIGTERM leave
+        ``timeline.csv`` with every batch completed so far and ``"partial": true`` in ``meta.json``;
+        the exception then propagates.
+        """
+        self._previous_sigterm = install_sigterm()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        restore_sigterm(getattr(self, "_previous_sigterm", None))
+        try:
+            if self.out is not None:
+                saving.save_on_exit(self, self.out, exc_type, exc)
+        finally:
+            self.close()
+        if exc_type is None and self.out is not None:
+            saving.merge_ranks(self.out)  # a barrier across ranks: not with signals held
+
+
+def _loader_config(loader: Iterable[Any], config: dict[str, Any]) -> None:
+    """The loader settings the timeline's configuration columns show, unless given in ``config``."""
+    for key in ("batch_size", "num_workers", "pin_memory", "prefetch_factor"):
+        if key not in config and hasattr(loader, key):
+            config[key] = getattr(loader, key)
+    if config.get("num_workers") == 0:
+        config["prefetch_factor"] = None  # the DataLoader ignores it without workers

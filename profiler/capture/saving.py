@@ -1,0 +1,56 @@
+"""Keeping what a profiler measured: its report folder, written however the loop ends.
+
+The profiler itself only measures; this writes its timeline and meta.json (``profiler.report``),
+with signals held (``profiler.report.signals``), and merges the ranks of a distributed job.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from profiler.capture.devices import rank_info
+from profiler.capture.environment import describe
+from profiler.report import files, meta
+from profiler.report.signals import Terminated, note_on, write_held
+
+if TYPE_CHECKING:
+    from profiler.capture.profiler import TransferProfiler
+
+
+def save(prof: TransferProfiler, out: str | Path, partial: bool = False, **extra: Any) -> Path:
+    """Write ``timeline.csv`` and ``meta.json`` into ``out`` (atomically); returns the folder."""
+    ranks = rank_info()
+    folder = Path(out)
+    if ranks["world_size"] > 1:  # one folder per rank: no two processes write the same file
+        folder = folder / f"rank{ranks['rank']}"
+    folder.mkdir(parents=True, exist_ok=True)
+    files.write_csv(prof.timeline(), folder / files.TIMELINE)
+    info: dict[str, Any] = {**ranks, **extra}
+    files.write_json(meta.collect(describe(prof.device), partial=partial, origin_monotonic_ms=prof._origin, **info),
+                     folder / files.META)
+    return folder
+
+
+def save_on_exit(prof: TransferProfiler, out: str | Path, exc_type: type[BaseException] | None,
+                 exc: BaseException | None) -> None:
+    """The report of a ``with TransferProfiler(out=...)`` block, written with signals held: once a
+    DataLoader worker has died, torch's SIGCHLD handler raises again when the others exit, and a
+    second Ctrl-C may come; either, raised inside the write, would leave no report."""
+    why = None if exc_type is None else ("SIGTERM" if exc_type is Terminated else exc_type.__name__)
+    write_held(lambda: prof.save(out, partial=exc_type is not None, interrupted_by=why,
+                                 error=None if exc is None else str(exc)[:500]),
+               replay=exc_type is None, late=None if exc is None else note_on(exc))
+
+
+def merge_ranks(out: str | Path) -> None:
+    """Under torch.distributed, rank 0 merges every rank's folder once all have written theirs."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return
+    dist.barrier()
+    if dist.get_rank() == 0:
+        from profiler.report.merge import write_merged
+
+        write_merged(Path(out))

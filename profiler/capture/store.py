@@ -1,0 +1,87 @@
+"""The recorder's per-batch raw fields, kept compact so that long runs stay small in memory."""
+from __future__ import annotations
+
+from array import array
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from profiler.timeline.schema import RAW_GPU, RAW_HOST
+
+NAN = float("nan")
+
+NUMERIC = ("batch", "bytes", "warmup", "copy_sync") + RAW_HOST  # stored as float64 (exact below 2**53)
+HOST_FIELDS = NUMERIC + ("src_memory",)
+TEMPLATE: dict[str, Any] = {**{k: NAN for k in RAW_HOST}, "bytes": -1, "warmup": False, "copy_sync": False,
+                             "src_memory": ""}
+_numeric_row = itemgetter(*NUMERIC)
+_H, _G = len(NUMERIC), len(RAW_GPU)
+_GPU_NAN = (NAN,) * _G
+
+
+class Store:
+    """Per-batch raw fields in flat typed arrays: about 210 bytes a batch (scripts/bench_memory.py).
+
+    A row is three C-level appends (one ``array.extend`` of the numeric fields, one of NaN GPU fields,
+    one list append of the memory kind), about 1 us in all; GPU fields are filled in place when their
+    events complete (``set_gpu``).
+    """
+
+    def __init__(self) -> None:
+        self._host = array("d")
+        self._gpu = array("d")
+        self._kinds: list[str] = []
+
+    def append(self, rec: dict[str, Any]) -> int:
+        """Store one batch's record; returns its row number."""
+        n = len(self._kinds)
+        if len(self._host) != n * _H or len(self._gpu) != n * _G:
+            self._cut(n)  # a row torn by a signal (Ctrl-C, SIGTERM) and then caught: drop it
+        self._host.extend(_numeric_row(rec))
+        self._gpu.extend(_GPU_NAN)
+        self._kinds.append(rec["src_memory"])  # last: a row counts once this is done
+        return n
+
+    def set_gpu(self, row: int, field: int, value: float) -> None:
+        """GPU field ``RAW_GPU[field]`` of ``row``, in ms since the first anchor."""
+        self._gpu[row * _G + field] = value
+
+    def _cut(self, n: int) -> None:
+        del self._host[n * _H:]
+        del self._gpu[n * _G:]
+        del self._kinds[n:]
+
+    def tail(self, n: int) -> dict[str, np.ndarray]:
+        """The numeric host fields of the last ``n`` complete rows (copies: an array that exports its
+        buffer cannot grow, so no view outlives this call)."""
+        rows = min(len(self._kinds), len(self._host) // _H)
+        host = np.frombuffer(self._host, dtype=float, count=rows * _H).reshape(rows, _H)[rows - min(n, rows):].copy()
+        return {k: host[:, j] for j, k in enumerate(NUMERIC)}
+
+    def host_medians(self, n: int) -> dict[str, float]:
+        """Median fetch, copy-call and batch times (ms) of the last ``n`` rows; {} before the first."""
+        last = self.tail(n)
+        if not len(last["batch"]):
+            return {}
+        spans = {"fetch": last["fetch_e"] - last["fetch_s"], "copy": last["call_e"] - last["call_s"],
+                 "batch": last["batch_e"] - last["batch_s"]}
+        return {k: float(np.nanmedian(v)) if not np.all(np.isnan(v)) else NAN for k, v in spans.items()}
+
+    def columns(self) -> dict[str, Any]:
+        """Every column cut to the rows all of them hold.
+
+        A signal runs its handler between any two bytecodes, so it can interrupt ``append`` half way;
+        the torn last row is dropped rather than failing the report.
+        """
+        n = min(len(self._kinds), len(self._host) // _H, len(self._gpu) // _G)
+        host = np.frombuffer(self._host, dtype=float, count=n * _H).reshape(n, _H)
+        gpu = np.frombuffer(self._gpu, dtype=float, count=n * _G).reshape(n, _G)
+        out: dict[str, Any] = {k: host[:, j].copy() for j, k in enumerate(NUMERIC)}
+        out.update({k: gpu[:, j].copy() for j, k in enumerate(RAW_GPU)})
+        out["batch"] = out["batch"].astype(np.int64)
+        out["bytes"] = out["bytes"].astype(np.int64)
+        out["warmup"] = [bool(v) for v in out["warmup"]]
+        out["copy_sync"] = [bool(v) for v in out["copy_sync"]]
+        out["src_memory"] = self._kinds[:n]
+        return out

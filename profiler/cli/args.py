@@ -1,0 +1,104 @@
+"""What the verbs share: the protocol each verb module follows, argument types, loading a timeline.
+
+A verb module has ``add(sub)``, which adds its parser(s) with ``set_defaults(func=run)``, and
+``run(args, argv) -> int``. Nothing here imports torch: ``pinprof --help`` and the reading verbs
+start without it.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import pandas as pd
+
+from profiler.errors import UsageError
+from profiler.modes import MODES
+
+T = TypeVar("T")
+DEFAULT_WORKERS = min(4, os.cpu_count() or 1)
+Subparsers = Any  # argparse's _SubParsersAction, which it does not export
+
+
+class Verb(Protocol):
+    """A module of ``profiler.cli`` that adds one or more verbs."""
+
+    def add(self, sub: Subparsers) -> None: ...
+
+    def run(self, args: argparse.Namespace, argv: Sequence[str]) -> int: ...
+
+
+def list_of(kind: Callable[[str], T], name: str, minimum: float, allow_equal: bool = True) -> Callable[[str], list[T]]:
+    """A comma list of numbers, each finite and at least (or above) ``minimum``."""
+    def parse(text: str) -> list[T]:
+        values: list[T] = []
+        for part in text.split(","):
+            part = part.strip()
+            try:
+                value = kind(part)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{name} {part!r} is not a {kind.__name__}") from None
+            if not math.isfinite(value):  # type: ignore[arg-type]
+                raise argparse.ArgumentTypeError(f"{name} {part!r} must be a finite number")
+            if value < minimum or (value == minimum and not allow_equal):  # type: ignore[operator]
+                bound = f">= {minimum:g}" if allow_equal else f"> {minimum:g}"
+                raise argparse.ArgumentTypeError(f"{name} {part!r} must be {bound}")
+            values.append(value)
+        return values
+    return parse
+
+
+def modes(text: str) -> list[str]:
+    """A comma list of mode names, or ``all``."""
+    values = [m.strip() for m in text.split(",") if m.strip()]
+    if values == ["all"]:
+        return list(MODES)
+    bad = [m for m in values if m not in MODES]
+    if bad or not values:
+        raise argparse.ArgumentTypeError(f"unknown mode {', '.join(bad) or text!r}; choose from "
+                                         f"{', '.join(MODES)} or all")
+    return values
+
+
+def int_at_least(name: str, minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} {text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{name} {text!r} must be {'> 0' if minimum == 1 else f'>= {minimum}'}")
+        return value
+    return parse
+
+
+def positive_int(name: str) -> Callable[[str], int]:
+    return int_at_least(name, 1)
+
+
+def nonneg_int(name: str) -> Callable[[str], int]:
+    return int_at_least(name, 0)
+
+
+def size(text: str) -> int:
+    """A byte size like ``64K``, ``12.5M``, ``1G``."""
+    from profiler.units import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def load_timeline(path: Path) -> tuple[pd.DataFrame, Path]:
+    """The timeline at ``path`` (a report folder or a CSV) and the folder it lies in; refuses an empty one."""
+    from profiler.report import files
+
+    csv = files.resolve_timeline_path(path)
+    tl = files.read_timeline(csv)
+    if tl.empty:
+        raise UsageError(f"{csv}: the timeline has no rows; nothing was measured")
+    return tl, csv.parent

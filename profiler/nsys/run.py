@@ -1,0 +1,143 @@
+"""Run a command under Nsight Systems with flags for transfer profiling, and turn the capture into tables.
+
+Flags: ``--trace=cuda,nvtx`` (``nvtx`` alone without a GPU), ``--sample=none --cpuctxsw=none``; never
+``osrt``, which made a 2 GB capture of a small script on the H200 (DESIGN.md, "Nsight Systems").
+
+Where only Nsight Systems' target part is installed (as on a GPU machine with the 40 MB target
+package), ``nsys`` leaves a ``.qdstrm`` that it cannot turn into a report; ``pinprof nsys-import``
+converts it where the host part is (``QdstrmImporter``), then exports and imports it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+
+from profiler.errors import NsysError
+from profiler.settings import current
+from profiler.nsys.compare import compare
+from profiler.nsys.importer import import_sqlite
+from profiler.report import files as report_io
+
+HOW_TO_GET = (
+    "Nsight Systems (nsys) was not found on PATH or at $PINPROF_NSYS. Install it from NVIDIA, or unpack "
+    "Debian's 2023.4 build without root: `bash scripts/get_nsys.sh` (it prints the path), then "
+    "`export PINPROF_NSYS=<that path>`"
+)
+
+
+def find_nsys() -> Path:
+    """nsys on PATH, then $PINPROF_NSYS (the binary or a folder holding it)."""
+    on_path = shutil.which("nsys")
+    if on_path:
+        return Path(on_path)
+    env = current().nsys
+    if env:
+        p = Path(env)
+        for cand in (p, p / "nsys", p / "bin" / "nsys"):
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return cand
+        raise NsysError(f"$PINPROF_NSYS={env!r} is not an nsys binary or a folder with one. {HOW_TO_GET}")
+    raise NsysError(HOW_TO_GET)
+
+
+def _tail(res: subprocess.CompletedProcess[str]) -> str:
+    """The last lines a failed step printed, for its error message."""
+    return " | ".join((res.stderr or res.stdout).strip().splitlines()[-3:])
+
+
+def _run(args: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run(list(args), capture_output=True, text=True)
+    if res.returncode != 0:
+        raise NsysError(f"{what} failed (exit {res.returncode}): {_tail(res)}")
+    return res
+
+
+def profile_args(nsys: Path, out: Path, command: Sequence[str], gpu: bool, capture_range: str | None) -> list[str]:
+    args = [str(nsys), "profile", f"--trace={'cuda,nvtx' if gpu else 'nvtx'}", "--sample=none",
+            "--cpuctxsw=none", "--force-overwrite=true", "-o", str(out / "report")]
+    if capture_range:
+        args += ["--capture-range=nvtx", f"--nvtx-capture={capture_range}@pinprof"]
+    return [*args, *command]  # nsys takes no "--" separator: the first non-option starts the command
+
+
+def importer_for(nsys: Path) -> Path | None:
+    """QdstrmImporter next to a target's nsys (Debian and NVIDIA layouts)."""
+    real = nsys.resolve()
+    for cand in (real.parent.parent / "host-linux-x64" / "QdstrmImporter", real.parent / "QdstrmImporter"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
+    """.qdstrm -> .nsys-rep -> .sqlite as needed; returns the .sqlite path."""
+    path = Path(path)
+    if path.suffix == ".sqlite":
+        return path
+    nsys = nsys or find_nsys()
+    if path.suffix == ".qdstrm":
+        importer = importer_for(nsys)
+        if importer is None:
+            raise NsysError(f"{path}: converting a .qdstrm needs Nsight Systems' host part (QdstrmImporter); "
+                            "scripts/get_nsys.sh unpacks one")
+        rep = path.with_suffix(".nsys-rep")
+        res = subprocess.run([str(importer), "-i", str(path), "-o", str(rep), "-f"], capture_output=True, text=True)
+        if not rep.is_file():
+            raise NsysError(f"QdstrmImporter failed (exit {res.returncode}): {_tail(res)}")
+        if res.returncode != 0:
+            # It exits 3 when some raw events could not be processed but still writes the report
+            # (seen importing an H200 capture here); the tables we read are then usually intact.
+            print(f"pinprof: QdstrmImporter reported errors (exit {res.returncode}) but wrote {rep.name}; "
+                  "open it in the GUI's Diagnostics Summary for details", file=sys.stderr)
+        path = rep
+    if path.suffix != ".nsys-rep":
+        raise NsysError(f"{path}: expected a .sqlite, .nsys-rep or .qdstrm file")
+    out = path.with_suffix(".sqlite")
+    _run([str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
+         "nsys export")
+    return out
+
+
+class Imported(NamedTuple):
+    table: pd.DataFrame  # nsys_timeline.csv
+    comparison: pd.DataFrame | None  # nsys_compare.csv, when a pinprof timeline was given
+    out_dir: Path  # where both were written
+
+
+def import_report(path: Path, out_dir: Path | None = None, compare_with: Path | None = None) -> Imported:
+    """Import a capture, write nsys_timeline.csv (and nsys_compare.csv) into ``out_dir`` (default:
+    next to the capture)."""
+    sqlite = to_sqlite(Path(path))
+    table = import_sqlite(sqlite)
+    out_dir = Path(out_dir or sqlite.parent)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report_io.write_csv(table, out_dir / "nsys_timeline.csv")
+    comparison = None
+    if compare_with is not None:
+        comparison = compare(report_io.read_timeline(compare_with), table)
+        report_io.write_csv(comparison, out_dir / "nsys_compare.csv")
+    return Imported(table, comparison, out_dir)
+
+
+def profile(command: Sequence[str], out: Path, gpu: bool, capture_range: str | None = None) -> Path:
+    """Run ``command`` under nsys into ``out``; returns the .nsys-rep, or the .qdstrm left behind."""
+    nsys = find_nsys()
+    out.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(profile_args(nsys, out, command, gpu, capture_range), capture_output=True, text=True)
+    (out / "nsys.log").write_text(res.stdout + res.stderr)
+    rep = out / "report.nsys-rep"
+    if rep.is_file():
+        return rep
+    raw = sorted(out.glob("*.qdstrm")) or sorted(Path("/tmp").glob("nsys-report-*.qdstrm"), key=os.path.getmtime)
+    if raw:
+        kept = out / "report.qdstrm"
+        shutil.move(str(raw[-1]), kept)
+        return kept
+    raise NsysError(f"nsys profile made no report (exit {res.returncode}); see {out / 'nsys.log'}")

@@ -1,0 +1,96 @@
+"""What pinprof reads of an Nsight Systems SQLite export, across versions.
+
+Tables read (names as in nsys 2022.4 - 2025.x):
+- ``NVTX_EVENTS``: push/pop ranges (eventType 59) and domain creations (75); the name is inline in
+  ``text`` or, for registered strings (what pinprof emits), in ``StringIds`` through ``textId``;
+  some versions have only one of the two columns.
+- ``CUPTI_ACTIVITY_KIND_MEMCPY``: one row per GPU copy: ``bytes``, ``copyKind`` (1 = HtoD),
+  ``srcKind`` (0 = pageable, 1 = pinned in nsys' ``ENUM_CUDA_MEM_KIND``; read from that table
+  when present), ``start``/``end`` (ns), ``correlationId``.
+- ``CUPTI_ACTIVITY_KIND_RUNTIME``: the API call that issued each copy (joined on ``correlationId``),
+  for its host duration and thread.
+A CPU-only capture has no CUPTI tables: the GPU columns are then empty.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+
+from profiler.errors import ReportError
+
+NS_PER_MS = 1e6
+PUSH_POP = 59
+DOMAIN_CREATE = 75
+DEFAULT_MEM_KINDS = {0: "pageable", 1: "pinned", 2: "device"}
+
+
+def _tables(con: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+
+
+def read_nvtx(con: sqlite3.Connection) -> pd.DataFrame:
+    """Push/pop ranges with their names: columns start, end (ns), name, tid, domain."""
+    tables = _tables(con)
+    if "NVTX_EVENTS" not in tables:
+        raise ReportError("no NVTX_EVENTS table in this export: the capture recorded no NVTX. Profile with "
+                          "--trace=nvtx (pinprof nsys does) and check that the program was instrumented")
+    cols = _columns(con, "NVTX_EVENTS")
+    text = "e.text" if "text" in cols else "NULL"
+    if "textId" in cols and "StringIds" in tables:
+        name = f"COALESCE({text}, s.value)"
+        join = "LEFT JOIN StringIds s ON s.id = e.textId"
+    else:
+        name, join = text, ""
+    domain = "e.domainId" if "domainId" in cols else "0"
+    tid = "e.globalTid" if "globalTid" in cols else "0"
+    frame = pd.read_sql_query(
+        f"SELECT e.start AS start, e.end AS end, e.eventType AS type, {name} AS name, {tid} AS tid, "
+        f"{domain} AS domain FROM NVTX_EVENTS e {join}", con)
+    domains = frame[frame.type == DOMAIN_CREATE]
+    ours = set(domains.loc[domains.name == "pinprof", "domain"])
+    ranges = frame[(frame.type == PUSH_POP) & frame.end.notna() & frame.name.notna()].copy()
+    if ours:  # pinprof's own domain; without one (torch.cuda.nvtx fallback) the default domain
+        ranges = ranges[ranges.domain.isin(ours)]
+    return ranges.drop(columns=["type"]).reset_index(drop=True)
+
+
+def read_memcpy(con: sqlite3.Connection) -> pd.DataFrame:
+    """HtoD memcpy records joined to their runtime calls; empty when the capture had no CUDA trace."""
+    tables = _tables(con)
+    cols = ["start", "end", "bytes", "src_memory", "api_start", "api_end", "tid"]
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" not in tables:
+        return pd.DataFrame(columns=cols)
+    kinds = dict(DEFAULT_MEM_KINDS)
+    if "ENUM_CUDA_MEM_KIND" in tables:
+        for val, label in con.execute("SELECT id, name FROM ENUM_CUDA_MEM_KIND"):
+            low = str(label).lower()
+            for key in ("pageable", "pinned", "device"):
+                if key in low:
+                    kinds[int(val)] = key
+    runtime = "CUPTI_ACTIVITY_KIND_RUNTIME" in tables
+    join = ("LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId" if runtime else "")
+    api = "r.start AS api_start, r.end AS api_end, r.globalTid AS tid" if runtime else \
+        "NULL AS api_start, NULL AS api_end, NULL AS tid"
+    frame = pd.read_sql_query(
+        f"SELECT m.start AS start, m.end AS end, m.bytes AS bytes, m.srcKind AS src_kind, {api} "
+        f"FROM CUPTI_ACTIVITY_KIND_MEMCPY m {join} WHERE m.copyKind = 1", con)
+    frame["src_memory"] = frame.pop("src_kind").map(lambda k: kinds.get(int(k), f"kind{k}"))
+    return frame[cols]
+
+
+def open_export(path: Path) -> sqlite3.Connection:
+    path = Path(path)
+    if not path.is_file():
+        raise ReportError(f"{path}: no such file; pass the .sqlite from `nsys export --type sqlite` or a .nsys-rep")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as err:
+        raise ReportError(f"{path}: not an SQLite export ({err})") from err
+    return con

@@ -1,0 +1,56 @@
+"""Markdown a person reads: the summary table and the diagnosis."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profiler.analysis.findings import Diagnosis
+
+MD_COLUMNS = [("scenario", "scenario", "{}"), ("batches", "n", "{}"), ("bytes", "MiB", "{:.2f}"),
+              ("fetch_ms_p50", "fetch", "{:.3f}"), ("pin_ms_p50", "pin", "{:.3f}"),
+              ("stage_ms_p50", "stage", "{:.3f}"), ("h2d_ms_p50", "h2d", "{:.3f}"),
+              ("h2d_GBps", "GB/s", "{:.1f}"), ("cpu_work_ms_p50", "cpu", "{:.3f}"),
+              ("compute_ms_p50", "gpu", "{:.3f}"), ("wait_ms_p50", "wait", "{:.3f}"),
+              ("overlap_ms_p50", "overlap", "{:.3f}"), ("batch_ms_p50", "batch", "{:.3f}"),
+              ("exposed_pct", "exposed %", "{:.1f}")]
+
+
+def summary_table(summary: pd.DataFrame) -> str:
+    """A compact Markdown table (medians in ms; empty = not measured)."""
+    head = "| " + " | ".join(h for _, h, _ in MD_COLUMNS) + " |"
+    sep = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(MD_COLUMNS))) + "|"
+    lines = [head, sep]
+    for _, row in summary.iterrows():
+        cells = []
+        for col, _, fmt in MD_COLUMNS:
+            v = row.get(col)
+            if col == "bytes" and pd.notna(v):
+                v = v / 2**20
+            cells.append("" if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else fmt.format(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\nMedians over measured batches, in ms; empty = not measured.\n"
+
+
+def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None,
+                ranks: list[str] | None = None) -> str:
+    """The report a person reads: verdict, evidence, ranked changes, then the mode comparison."""
+    lines = []
+    for d in diags:
+        lines.append(f"## {d.scenario}  ({d.batches} batches)")
+        if not d.findings:
+            lines.append("- no bottleneck rule fired: the phases are balanced.")
+        for i, fd in enumerate(d.findings):
+            lines.append(f"{'**Verdict**' if i == 0 else '- also'}: {fd.verdict.value.replace('_', ' ')} - {fd.evidence}")
+            for c in sorted(fd.changes, key=lambda c: -c.gain_ms):
+                gain = f" (saves about {c.gain_ms:.3f} ms/batch)" if c.gain_ms > 0 else ""
+                lines.append(f"    - change: {c.what}{gain}")
+        lines.append("")
+    if ranks:
+        lines.append("## Across ranks")
+        lines.extend(f"- {r}" for r in ranks)
+        lines.append("")
+    if comparisons:
+        lines.append("## Against pageable, same loader settings (medians, ms per batch)")
+        lines.extend(f"- {c}" for c in comparisons)
+        lines.append("")
+    return "\n".join(lines)

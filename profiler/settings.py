@@ -1,0 +1,82 @@
+"""Every environment variable pinprof reads, read in this one place.
+
+| variable | default | effect |
+|---|---|---|
+| ``PINPROF_GATE`` | on | ``0``: copies from pinned memory are not held behind a stream gate |
+| ``PINPROF_HAZARDS`` | off | ``1``: watch the loop for ``non_blocking`` races (``TransferProfiler(hazards=None)``) |
+| ``PINPROF_NVTX`` | off | ``1``: emit NVTX ranges even when no tool is attached |
+| ``PINPROF_ELAPSED`` | | ``torch``: read events through torch under a CUDA tool too |
+| ``PINPROF_CACHE`` | ``~/.cache/pinprof`` | folder of the bandwidth calibration cache |
+| ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
+
+Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
+``CUDA_INJECTION64_PATH`` (a CUDA tool such as Nsight Systems is attached), and torchrun's ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``.
+
+``current()`` reads them once per process, at first use; ``load()`` reads them afresh (tests).
+Imports only the standard library.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    """pinprof's view of the environment (see the module docstring for each variable)."""
+
+    gate: bool
+    hazards: bool
+    nvtx_forced: bool
+    nvtx_tool: bool
+    cuda_tool: bool
+    elapsed: str
+    cache_dir: Path
+    nsys: str | None
+    rank: int
+    local_rank: int
+    world_size: int
+
+    @property
+    def nvtx_wanted(self) -> bool:
+        """Whether NVTX calls are worth making: a tool listens, or the user forced them."""
+        return self.nvtx_tool or self.nvtx_forced
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name, "").strip()
+    try:
+        return int(text) if text else default
+    except ValueError:
+        from profiler.errors import UsageError
+
+        raise UsageError(f"${name}={text!r} is not an integer; torchrun sets it, or unset it") from None
+
+
+def load(env: Mapping[str, str] | None = None) -> Settings:
+    """The settings as the environment says now."""
+    env = os.environ if env is None else env
+    cache = env.get("PINPROF_CACHE", "").strip()  # empty means the default folder
+    return Settings(
+        gate=env.get("PINPROF_GATE", "").strip() != "0",
+        hazards=env.get("PINPROF_HAZARDS", "").strip() == "1",
+        nvtx_forced=env.get("PINPROF_NVTX", "") == "1",
+        nvtx_tool=bool(env.get("NVTX_INJECTION64_PATH")),
+        cuda_tool=bool(env.get("CUDA_INJECTION64_PATH")),
+        elapsed=env.get("PINPROF_ELAPSED", ""),
+        cache_dir=Path(cache) if cache else Path.home() / ".cache" / "pinprof",
+        nsys=env.get("PINPROF_NSYS") or None,
+        rank=_int(env, "RANK", 0),
+        local_rank=_int(env, "LOCAL_RANK", 0),
+        world_size=_int(env, "WORLD_SIZE", 1),
+    )
+
+
+@lru_cache(maxsize=1)
+def current() -> Settings:
+    """The settings of this process, read once."""
+    return load()

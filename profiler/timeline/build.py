@@ -1,0 +1,70 @@
+"""Raw per-batch records (``profiler.capture.store``) -> the typed timeline DataFrame.
+
+The columns and their units are listed in ``profiler.timeline.schema``. Host fields are ms on the
+``now_ms`` clock; GPU fields are ms since the first anchor event, put on the host clock by a
+``ClockMap``; without one (a CPU device) compute is host-timed.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from profiler.timeline.clockmap import ClockMap
+from profiler.timeline.schema import CONFIG, RAW_GPU, RAW_HOST, conform, empty_timeline
+
+
+def build_timeline(
+    raw: Mapping[str, Sequence[Any]], t0_ms: float, clock: ClockMap | None, static: Mapping[str, Any]
+) -> pd.DataFrame:
+    """Turn the recorder's raw columns into the timeline (see the module docstring for columns)."""
+    n = len(raw["batch"])
+    if n == 0:
+        return empty_timeline()
+    f = {k: np.asarray(raw[k], dtype=float) - t0_ms for k in RAW_HOST if k != "cpu_sum" and k != "comp_sum"}
+    out: dict[str, Any] = {}
+    _interval(out, "fetch", f["fetch_s"], f["fetch_e"])
+    _interval(out, "pin", f["pin_s"], f["pin_e"])
+    _interval(out, "stage", f["stage_s"], f["stage_e"])
+    if clock is not None:
+        gpu = {k: clock.host_ms(np.asarray(raw[k], dtype=float)) - t0_ms for k in RAW_GPU}
+        h2d_s, h2d_e = gpu["h2d_gs"], gpu["h2d_ge"]
+        comp_s, comp_e, comp_ms = gpu["comp_gs"], gpu["comp_ge"], gpu["comp_ge"] - gpu["comp_gs"]
+    else:
+        h2d_s = h2d_e = np.full(n, np.nan)
+        comp_s, comp_e = f["comp_s"], f["comp_e"]
+        comp_ms = np.asarray(raw["comp_sum"], dtype=float)
+    sync = np.asarray(raw["copy_sync"], dtype=bool)
+    _interval(out, "h2d", h2d_s, h2d_e)
+    out["h2d_call_ms"] = f["call_e"] - f["call_s"]
+    out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)
+    _interval(out, "cpu_work", f["cpu_s"], f["cpu_e"], np.asarray(raw["cpu_sum"], dtype=float))
+    _interval(out, "compute", comp_s, comp_e, comp_ms)
+    request = np.where(np.isnan(f["request"]), f["batch_e"], f["request"])
+    wait_s = np.where(sync, f["call_s"], request)
+    wait_e = np.where(sync, f["call_e"], np.fmax(request, h2d_e))
+    no_copy = np.isnan(f["call_s"])
+    _interval(out, "wait", np.where(no_copy, np.nan, wait_s), np.where(no_copy, np.nan, wait_e))
+    ov_s, ov_e = np.fmax(h2d_s, f["cpu_s"]), np.fmin(h2d_e, f["cpu_e"])
+    has = ~np.isnan(h2d_s) & ~np.isnan(f["cpu_s"])
+    overlap = np.where(has, np.clip(ov_e - ov_s, 0.0, None), np.nan)
+    positive = has & (overlap > 0)
+    out["overlap_start_ms"], out["overlap_end_ms"] = np.where(positive, ov_s, np.nan), np.where(positive, ov_e, np.nan)
+    out["overlap_ms"] = overlap
+    _interval(out, "batch", f["batch_s"], f["batch_e"])
+    frame = pd.DataFrame({
+        **{k: static.get(k) for k in ("run", "scenario", "mode")},
+        "batch": raw["batch"], "warmup": raw["warmup"],
+        **{k: static.get(k, d) for k, d in (("rank", 0), ("local_rank", 0), ("world_size", 1))},
+        "bytes": raw["bytes"], "src_memory": raw["src_memory"], **out,
+        **{k: static.get(k) for k in CONFIG},
+    }, index=pd.RangeIndex(n))
+    return conform(frame)
+
+
+def _interval(out: dict[str, Any], phase: str, start: np.ndarray, end: np.ndarray,
+              duration: np.ndarray | None = None) -> None:
+    out[f"{phase}_start_ms"], out[f"{phase}_end_ms"] = start, end
+    out[f"{phase}_ms"] = end - start if duration is None else np.where(np.isnan(start), np.nan, duration)

@@ -1,0 +1,90 @@
+"""The per-batch timeline's columns, units and dtypes (``build`` makes one from raw records).
+
+Columns (one row per (run, scenario, batch); times are milliseconds from the run's start, durations
+milliseconds; an empty cell (NaN) means "not measured", never 0):
+
+identity
+    run (str), scenario (str: mode and loader settings), mode (str), batch (int, 0-based),
+    warmup (bool: excluded from summaries), rank, local_rank, world_size (int; 0, 0, 1 outside
+    torch.distributed)
+data
+    bytes (int: all tensors in the batch), src_memory (str: what the H2D copy reads from,
+    ``pageable`` / ``pinned`` / ``device`` / ``mixed``, as CUPTI's srcKind would say)
+durations, ms
+    fetch_ms      main thread blocked in ``next(loader)``
+    pin_ms        the DataLoader pin step for this batch (pin thread, or main thread without workers)
+    stage_ms      main thread's explicit staging into pinned memory (``staged`` mode)
+    h2d_ms        GPU time of the copy on its stream (CUDA events)
+    h2d_call_ms   host time spent inside the copy call (blocks for pageable sources or blocking copies)
+    dma_ms, hidden_stage_ms
+                  ``h2d_ms`` of a pageable copy split into the DMA proper and the driver's hidden
+                  staging (see ``profiler.split``); empty until a calibration is applied
+    cpu_work_ms   user CPU work meant to overlap the copy (sum if entered several times)
+    compute_ms    user GPU work (CUDA events on the compute stream; host clock on a CPU device)
+    wait_ms       exposed transfer: for copies that block the host, the copy call; for asynchronous
+                  copies, the time from when the consumer asked for the data (``compute()`` entry, or the
+                  batch's end) until the copy finished, 0 if it was already done
+    overlap_ms    part of ``h2d`` that ran while ``cpu_work`` ran (interval intersection)
+    batch_ms      from this batch's fetch start to the next batch's fetch start
+intervals, ms from the run's start
+    <phase>_start_ms, <phase>_end_ms for fetch, pin, stage, h2d, cpu_work, compute, wait, overlap, batch
+configuration
+    device (str), batch_size (Int64), num_workers (Int64), pin_memory (boolean), non_blocking (boolean),
+    prefetch_factor (Int64; empty with no workers)
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+PHASES: tuple[str, ...] = ("fetch", "pin", "stage", "h2d", "cpu_work", "compute", "wait", "overlap", "batch")
+DURATIONS: tuple[str, ...] = (
+    "fetch_ms", "pin_ms", "stage_ms", "h2d_ms", "h2d_call_ms", "dma_ms", "hidden_stage_ms",
+    "cpu_work_ms", "compute_ms", "wait_ms", "overlap_ms", "batch_ms",
+)
+INTERVALS: tuple[str, ...] = tuple(f"{p}_{edge}_ms" for p in PHASES for edge in ("start", "end"))
+IDENTITY: dict[str, str] = {
+    "run": "str", "scenario": "str", "mode": "str", "batch": "int64", "warmup": "bool",
+    "rank": "int64", "local_rank": "int64", "world_size": "int64", "bytes": "int64", "src_memory": "str",
+}
+CONFIG: dict[str, str] = {
+    "device": "str", "batch_size": "Int64", "num_workers": "Int64", "pin_memory": "boolean",
+    "non_blocking": "boolean", "prefetch_factor": "Int64",
+}
+# What a missing identity column means in a file from elsewhere (an nsys import, an older version).
+DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_size": 1}
+SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG}
+COLUMNS: tuple[str, ...] = tuple(SCHEMA)
+
+# Raw per-batch fields the recorder fills: host times in ms on the now_ms clock, GPU times in ms
+# elapsed since the first anchor event (NaN when absent).
+RAW_HOST = ("batch_s", "batch_e", "fetch_s", "fetch_e", "pin_s", "pin_e", "stage_s", "stage_e",
+            "call_s", "call_e", "cpu_s", "cpu_e", "cpu_sum", "comp_s", "comp_e", "comp_sum", "request")
+RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge")
+
+
+def empty_timeline() -> pd.DataFrame:
+    """A timeline with no rows and every column typed."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA.items()})
+
+
+def conform(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns in schema order and dtype; missing columns added empty (older or foreign files)."""
+    for col, dtype in SCHEMA.items():
+        if col not in frame:
+            fill: Any = DEFAULTS.get(col, np.nan if dtype == "float64" else pd.NA)
+            frame[col] = pd.Series(fill, index=frame.index)
+    frame = frame[list(COLUMNS) + [c for c in frame.columns if c not in SCHEMA]]
+    return frame.astype({c: t for c, t in SCHEMA.items()})
+
+
+def concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Stack timelines of several scenarios, keeping the schema's dtypes."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return empty_timeline()
+    return conform(pd.concat(frames, ignore_index=True))
