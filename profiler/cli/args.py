@@ -11,12 +11,13 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from profiler.errors import UsageError
 from profiler.modes import MODES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 T = TypeVar("T")
 DEFAULT_WORKERS = min(4, os.cpu_count() or 1)

@@ -1,0 +1,115 @@
+"""The package's import rules, as each subpackage's ``__init__`` docstring states them.
+
+Data flows one way: capture -> timeline -> analysis -> render -> report (nsys reads exports into the
+same tables). A module may import its own subpackage, the foundation modules and the layers the
+table below allows; torch only in capture and bench. Checked on the source (every import statement,
+function-level ones too) and at run time (the reading side really loads without torch).
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "profiler"
+FOUNDATION = {"profiler", "profiler._version", "profiler.errors", "profiler.settings", "profiler.modes",
+              "profiler.units", "profiler.atomic"}
+ALLOWED: dict[str, set[str]] = {
+    "foundation": set(),
+    "timeline": {"timeline"},
+    "analysis": {"timeline", "analysis"},
+    "render": {"timeline", "analysis", "render"},
+    "report": {"timeline", "analysis", "render", "report"},
+    "nsys": {"timeline", "analysis", "render", "report", "nsys"},
+    "capture": {"capture", "timeline", "report", "render.palette"},
+    "bench": {"capture", "timeline", "analysis", "render", "report", "nsys", "bench"},
+    "cli": {"capture", "timeline", "analysis", "render", "report", "nsys", "bench", "cli"},
+}
+TORCH = ("torch", "torchvision", "cuda")  # cuda.bindings
+TORCH_LAYERS = {"capture", "bench"}
+EXCEPTIONS = {("profiler.bench.quoted", "profiler.cli")}  # the quoted benchmarks are `pinprof run` arguments
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return "foundation" if module in FOUNDATION or len(parts) < 2 or parts[1] not in ALLOWED else parts[1]
+
+
+def imports(path: Path) -> list[tuple[str, bool]]:
+    """(imported module, whether at module level) for every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = {id(n) for n in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, id(node) in top) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import; the rules are checked on absolute names"
+            found += [(node.module or "", id(node) in top)]
+            # ``from profiler.render import plots`` imports the submodule profiler.render.plots
+            found += [(f"{node.module}.{a.name}", id(node) in top) for a in node.names
+                      if (PACKAGE.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").exists()]
+    return found
+
+
+def modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        out.append((name, path))
+    return out
+
+
+def allowed(importer: str, imported: str) -> bool:
+    if imported in FOUNDATION or (importer, imported) in EXCEPTIONS or importer == "profiler.__main__":
+        return True
+    if importer == "profiler" and imported.startswith("profiler."):
+        return True  # the package's lazy public names
+    target = imported.removeprefix("profiler.")
+    return any(target == a or target.startswith(a + ".") for a in ALLOWED[layer_of(importer)])
+
+
+@pytest.mark.parametrize("name,path", modules(), ids=[m for m, _ in modules()])
+def test_module_imports_only_what_its_layer_may(name: str, path: Path) -> None:
+    layer = layer_of(name)
+    for imported, at_top in imports(path):
+        if imported.split(".")[0] == "profiler":
+            assert allowed(name, imported), f"{name} ({layer}) imports {imported}"
+        elif imported.split(".")[0] in TORCH and layer not in TORCH_LAYERS:
+            # the CLI may load torch inside a verb that needs it, never when it starts
+            assert layer == "cli" and not at_top, f"{name} ({layer}) imports {imported}"
+        if imported.startswith("matplotlib"):
+            assert name == "profiler.render.plots" and not at_top, f"{name} imports matplotlib"
+
+
+def test_the_rules_catch_a_bad_import() -> None:
+    assert not allowed("profiler.analysis.rules", "profiler.capture.profiler")
+    assert not allowed("profiler.timeline.build", "profiler.analysis.summary")
+    assert not allowed("profiler.render.plots", "profiler.report.files")
+    assert not allowed("profiler.capture.profiler", "profiler.analysis.diagnose")
+    assert allowed("profiler.report.folder", "profiler.analysis.diagnose")
+
+
+def test_every_subpackage_init_says_what_it_holds_and_may_import() -> None:
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert "May import" in doc, f"{init}: docstring must say what the subpackage may import"
+
+
+def test_the_reading_side_starts_without_torch() -> None:
+    reading = [m for m, _ in modules() if layer_of(m) in {"foundation", "timeline", "analysis", "render", "report",
+                                                         "nsys", "cli"} and m != "profiler.__main__"]
+    code = ("import importlib, sys\n"
+            f"for m in {reading!r}: importlib.import_module(m)\n"
+            "from profiler.cli import build_parser\n"
+            "build_parser()\n"
+            "import profiler\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision', 'matplotlib')))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=PACKAGE.parent)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]", f"torch or matplotlib loaded: {run.stdout[:300]}"
