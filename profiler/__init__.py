@@ -17,12 +17,13 @@ Foundation modules any layer may use: ``errors``, ``settings``, ``modes``, ``uni
 The public names below load on first use, so ``import profiler`` (and the CLI's reading verbs) do not
 import torch.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from profiler._version import __version__
+from profiler._version import __version__ as __version__
 
 _PUBLIC = {
     "TransferProfiler": "profiler.capture.profiler",
@@ -38,7 +39,7 @@ _PUBLIC = {
 }
 __all__ = sorted([*_PUBLIC, "__version__"])
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the names __getattr__ loads, for type checkers
     from profiler.capture.profiler import TransferProfiler
     from profiler.capture.staging import PinnedStager, to_device_staged
     from profiler.errors import BatchTypeError, PinprofError, PinprofHazardWarning, PinprofWarning

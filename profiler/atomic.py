@@ -3,6 +3,7 @@
 Each file is written to a temporary name in the same folder, flushed to disk and renamed over the
 target. Any layer may write through these (pandas and the standard library only).
 """
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ Each class also derives from the builtin a caller would catch without knowing pi
 for a bad value, ``TypeError`` for a bad batch, ...), so library code that catches those keeps working.
 Imports nothing: every layer may raise these.
 """
+
 from __future__ import annotations
 
 

@@ -2,6 +2,7 @@
 
 Plain data (no torch): the CLI, the nsys importer and the capture all name modes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,16 +33,41 @@ class ModeSpec:
 
 
 SPECS: dict[Mode, ModeSpec] = {
-    "pageable": ModeSpec("pageable", False, False, False, False,
-                         "pageable batch, blocking .to(): the driver stages it, hidden"),
-    "pageable_nb": ModeSpec("pageable_nb", False, True, False, False,
-                            "pageable batch, .to(non_blocking=True): the driver still stages and blocks"),
-    "pinned": ModeSpec("pinned", True, False, False, False,
-                       "pin_memory=True, blocking .to(): the DMA is fast but the loop waits for it"),
-    "pinned_nb": ModeSpec("pinned_nb", True, True, True, False,
-                          "pin_memory=True, non_blocking copy on a side stream, overlapped with CPU work"),
-    "staged": ModeSpec("staged", False, True, True, True,
-                       "pageable batch, chunked copy into reused pinned buffers overlapped with the DMA"),
+    "pageable": ModeSpec(
+        "pageable", False, False, False, False, "pageable batch, blocking .to(): the driver stages it, hidden"
+    ),
+    "pageable_nb": ModeSpec(
+        "pageable_nb",
+        False,
+        True,
+        False,
+        False,
+        "pageable batch, .to(non_blocking=True): the driver still stages and blocks",
+    ),
+    "pinned": ModeSpec(
+        "pinned",
+        True,
+        False,
+        False,
+        False,
+        "pin_memory=True, blocking .to(): the DMA is fast but the loop waits for it",
+    ),
+    "pinned_nb": ModeSpec(
+        "pinned_nb",
+        True,
+        True,
+        True,
+        False,
+        "pin_memory=True, non_blocking copy on a side stream, overlapped with CPU work",
+    ),
+    "staged": ModeSpec(
+        "staged",
+        False,
+        True,
+        True,
+        True,
+        "pageable batch, chunked copy into reused pinned buffers overlapped with the DMA",
+    ),
 }
 
 

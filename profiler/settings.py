@@ -16,6 +16,7 @@ Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
 ``current()`` reads them once per process, at first use; ``load()`` reads them afresh (tests).
 Imports only the standard library.
 """
+
 from __future__ import annotations
 
 import os

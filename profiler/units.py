@@ -1,4 +1,5 @@
 """Byte sizes as people write them (``64K``, ``12.5M``, ``1G``) and as tables show them."""
+
 from __future__ import annotations
 
 from profiler.errors import UsageError

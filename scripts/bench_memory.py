@@ -7,6 +7,7 @@ Runs on CPU (the per-batch store is the same code with and without CUDA) or --de
 
     python scripts/bench_memory.py [--batches 100000] [--device cpu]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,11 +42,17 @@ def main() -> None:
             print(f"{n:>7} batches: {used / 2**20:7.2f} MiB traced, {used / n:6.1f} bytes/batch")
     elapsed = time.perf_counter() - t0
     tl = prof.timeline()
-    print(f"timeline: {len(tl)} rows; frame {tl.memory_usage(deep=True).sum() / 2**20:.1f} MiB; "
-          f"loop {elapsed:.1f} s ({elapsed / args.batches * 1e6:.1f} us/batch incl. tracemalloc)")
+    print(
+        f"timeline: {len(tl)} rows; frame {tl.memory_usage(deep=True).sum() / 2**20:.1f} MiB; "
+        f"loop {elapsed:.1f} s ({elapsed / args.batches * 1e6:.1f} us/batch incl. tracemalloc)"
+    )
     (n1, u1), (n2, u2) = rows[0], rows[-1]
-    print(f"growth between {n1} and {n2} batches: {(u2 - u1) / (n2 - n1):.1f} bytes/batch (linear, no leak "
-          "beyond the per-batch record)" if u2 > u1 else "no growth")
+    print(
+        f"growth between {n1} and {n2} batches: {(u2 - u1) / (n2 - n1):.1f} bytes/batch (linear, no leak "
+        "beyond the per-batch record)"
+        if u2 > u1
+        else "no growth"
+    )
 
 
 if __name__ == "__main__":

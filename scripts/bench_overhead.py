@@ -10,6 +10,7 @@
 
     python scripts/bench_overhead.py [--rounds 20] [--batches 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,9 @@ from profiler.bench.datasets import SyntheticImages
 from profiler.bench.workload import busy_cpu
 
 
-def interleaved(loader, blocks: int, per_block: int, dev: torch.device, cpu_ms: float) -> tuple[list[float], list[float]]:
+def interleaved(
+    loader, blocks: int, per_block: int, dev: torch.device, cpu_ms: float
+) -> tuple[list[float], list[float]]:
     """Alternate blocks of bare and instrumented steps over ONE loader iterator.
 
     Both kinds of block see the same workers, the same prefetch state and the same machine noise, so
@@ -112,24 +115,35 @@ def main() -> None:
     dev = torch.device("cuda")
     # The recorder's own cost first, before DataLoader workers share the machine.
     bare_us, prof_us = recorder_cost_us(2000, dev)
-    print(f"no-op loader, 2000 batches: bare {bare_us:.1f} us/batch, instrumented {prof_us:.1f} us/batch, "
-          f"recorder CPU cost {prof_us - bare_us:.1f} us/batch")
+    print(
+        f"no-op loader, 2000 batches: bare {bare_us:.1f} us/batch, instrumented {prof_us:.1f} us/batch, "
+        f"recorder CPU cost {prof_us - bare_us:.1f} us/batch"
+    )
     ds = SyntheticImages(size=1024 * (2 * args.rounds * args.batches + 4))  # one epoch covers every block
     loader = DataLoader(ds, batch_size=1024, num_workers=6, pin_memory=True, drop_last=True)
     # The same step on batches already in pinned memory (no loader): the loop is then nothing but
     # the copy, the CPU work and the step, so the recorder's share is not hidden by loader noise.
-    resident = [(torch.randint(0, 256, (1024, 3, 32, 32), dtype=torch.uint8).pin_memory(),
-                 torch.randint(0, 10, (1024,)).pin_memory()) for _ in range(8)]
+    resident = [
+        (
+            torch.randint(0, 256, (1024, 3, 32, 32), dtype=torch.uint8).pin_memory(),
+            torch.randint(0, 10, (1024,)).pin_memory(),
+        )
+        for _ in range(8)
+    ]
     bare, inst = interleaved(itertools.cycle(resident), 2 * args.rounds, 2 * args.batches, dev, args.cpu_ms)
     b, p = statistics.median(bare), statistics.median(inst)
-    print(f"loop, batches resident in pinned memory (no loader), {2 * args.rounds} bare and {2 * args.rounds} "
-          f"instrumented blocks of {2 * args.batches} batches: bare {b * 1e3:.3f} ms/batch, instrumented "
-          f"{p * 1e3:.3f} ms/batch, ratio {p / b:.4f}")
+    print(
+        f"loop, batches resident in pinned memory (no loader), {2 * args.rounds} bare and {2 * args.rounds} "
+        f"instrumented blocks of {2 * args.batches} batches: bare {b * 1e3:.3f} ms/batch, instrumented "
+        f"{p * 1e3:.3f} ms/batch, ratio {p / b:.4f}"
+    )
     bare, inst = interleaved(loader, args.rounds, args.batches, dev, args.cpu_ms)
     b, p = statistics.median(bare), statistics.median(inst)
-    print(f"loop, better-benchmark setup, {args.rounds} bare and {args.rounds} instrumented blocks of "
-          f"{args.batches} batches interleaved on one loader: bare {b * 1e3:.3f} ms/batch, instrumented "
-          f"{p * 1e3:.3f} ms/batch, ratio {p / b:.4f}")
+    print(
+        f"loop, better-benchmark setup, {args.rounds} bare and {args.rounds} instrumented blocks of "
+        f"{args.batches} batches interleaved on one loader: bare {b * 1e3:.3f} ms/batch, instrumented "
+        f"{p * 1e3:.3f} ms/batch, ratio {p / b:.4f}"
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ CPU machine).
 
     python scripts/bench_startup.py [--repeats 7] [--report tests/data/h200_default]
 """
+
 from __future__ import annotations
 
 import argparse

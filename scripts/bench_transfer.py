@@ -12,6 +12,7 @@ each round ending in a synchronize. Prints ms per tensor, GB/s and the ratio to 
 
     python scripts/bench_transfer.py [--sizes 16M,64M,256M,1G] [--repeats 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,8 @@ from collections.abc import Callable
 
 import torch
 
-from profiler.units import parse_size
 from profiler.capture.staging import PinnedStager
+from profiler.units import parse_size
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -52,6 +53,23 @@ def loader_style(srcs: list[torch.Tensor], dev: torch.device, stream: torch.cuda
     th.join()
 
 
+def copy_methods(
+    srcs: list[torch.Tensor],
+    pinned: list[torch.Tensor],
+    dev: torch.device,
+    stream: torch.cuda.Stream,
+    stager: PinnedStager,
+) -> dict[str, Callable[[], object]]:
+    """The ways to move ``srcs`` to ``dev``, each a call to time (what it returns is dropped)."""
+    return {
+        "pageable .to()": lambda: [s.to(dev) for s in srcs],
+        "pin_memory().to()": lambda: [s.pin_memory().to(dev) for s in srcs],
+        "loader-style": lambda: loader_style(srcs, dev, stream),
+        "staged": lambda: [stager.copy(s) for s in srcs],
+        "pinned .to()": lambda: [p.to(dev) for p in pinned],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="16M,64M,256M,1G")
@@ -66,13 +84,7 @@ def main() -> None:
         nbytes = parse_size(text)
         srcs = [torch.randint(0, 256, (nbytes,), dtype=torch.uint8) for _ in range(args.tensors)]
         pinned = [s.pin_memory() for s in srcs]
-        methods: dict[str, Callable[[], object]] = {  # what each returns is dropped after timing
-            "pageable .to()": lambda: [s.to(dev) for s in srcs],
-            "pin_memory().to()": lambda: [s.pin_memory().to(dev) for s in srcs],
-            "loader-style": lambda: loader_style(srcs, dev, stream),
-            "staged": lambda: [stager.copy(s) for s in srcs],
-            "pinned .to()": lambda: [p.to(dev) for p in pinned],
-        }
+        methods = copy_methods(srcs, pinned, dev, stream, stager)
         ref = srcs[0].to(dev)
         assert torch.equal(stager.copy(srcs[0]).batch, ref), "staged copy differs from .to()"
         base = None

@@ -7,6 +7,7 @@ exact arguments). Extra arguments go to `pinprof run`.
     python scripts/better_benchmark.py --out reports/better
     pinprof nsys --out reports/better-nsys -- python scripts/better_benchmark.py --out reports/better-nsys/run
 """
+
 import sys
 
 from profiler.bench.quoted import run_quoted

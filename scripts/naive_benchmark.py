@@ -7,6 +7,7 @@ exact arguments). Extra arguments go to `pinprof run`.
     python scripts/naive_benchmark.py --out reports/naive
     pinprof nsys --out reports/naive-nsys -- python scripts/naive_benchmark.py --out reports/naive-nsys/run
 """
+
 import sys
 
 from profiler.bench.quoted import run_quoted

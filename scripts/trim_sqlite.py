@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
 """Copy the tables pinprof's importer reads out of an Nsight Systems SQLite export (for tests/data).
 
-    python scripts/trim_sqlite.py report.sqlite tests/data/h200_nsys/report.sqlite
+python scripts/trim_sqlite.py report.sqlite tests/data/h200_nsys/report.sqlite
 """
+
 from __future__ import annotations
 
 import argparse
 import sqlite3
 from pathlib import Path
 
-KEEP = ("StringIds", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME",
-        "CUPTI_ACTIVITY_KIND_KERNEL", "TARGET_INFO_GPU", "ENUM_CUDA_MEM_KIND")
+KEEP = (
+    "StringIds",
+    "NVTX_EVENTS",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "TARGET_INFO_GPU",
+    "ENUM_CUDA_MEM_KIND",
+)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 torchrun --nproc_per_node 2 tests/dist_loop.py OUT
 """
+
 import sys
 import time
 

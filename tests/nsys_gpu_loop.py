@@ -2,14 +2,15 @@
 
 Usage: python tests/nsys_gpu_loop.py OUTDIR [--plain]   (--plain: the same copies without pinprof)
 """
+
 import sys
 from pathlib import Path
 
 import torch
 
 from profiler import TransferProfiler
-from profiler.modes import Mode
 from profiler.atomic import write_csv
+from profiler.modes import Mode
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)

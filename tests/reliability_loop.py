@@ -2,6 +2,7 @@
 
 python tests/reliability_loop.py OUT slow | raise N | kill-worker N
 """
+
 import os
 import signal
 import sys

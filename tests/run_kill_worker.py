@@ -3,6 +3,7 @@ tests/test_reliability.py. Workers are forked, so they run the patched dataset.
 
 python tests/run_kill_worker.py OUT
 """
+
 import os
 import signal
 import sys
@@ -26,6 +27,29 @@ def dying_getitem(self: datasets.SyntheticImages, index: int):  # type: ignore[n
 
 
 datasets.SyntheticImages.__getitem__ = dying_getitem  # type: ignore[method-assign]
-sys.exit(main(["run", "--out", sys.argv[1], "--device", "cpu", "--modes", "pageable", "--batches", "200",
-               "--warmup", "2", "--batch-size", "4", "--num-workers", "2", "--dataset-size", "4096",
-               "--cpu-work-ms", "0.5", "--no-plots"]))
+sys.exit(
+    main(
+        [
+            "run",
+            "--out",
+            sys.argv[1],
+            "--device",
+            "cpu",
+            "--modes",
+            "pageable",
+            "--batches",
+            "200",
+            "--warmup",
+            "2",
+            "--batch-size",
+            "4",
+            "--num-workers",
+            "2",
+            "--dataset-size",
+            "4096",
+            "--cpu-work-ms",
+            "0.5",
+            "--no-plots",
+        ]
+    )
+)

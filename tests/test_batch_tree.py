@@ -6,8 +6,8 @@ from collections import namedtuple
 import pytest
 import torch
 
-from profiler.errors import BatchTypeError
 from profiler.capture.batch_tree import batch_bytes, batch_memory_kind, iter_tensors, map_tensors, require_tensors
+from profiler.errors import BatchTypeError
 
 
 @dataclasses.dataclass
@@ -21,10 +21,13 @@ Pair = namedtuple("Pair", "a b")
 
 
 def test_bytes_count_every_tensor_in_nested_containers() -> None:
-    batch = {"img": torch.zeros(4, 3, dtype=torch.float32),            # 48
-             "pair": Pair(torch.zeros(2, dtype=torch.int64), [torch.zeros(5, dtype=torch.uint8)]),  # 16 + 5
-             "sample": Sample(torch.zeros(3, dtype=torch.float16), {"k": (torch.zeros(1, dtype=torch.float64),)}),  # 6 + 8
-             "label": 3, "text": "hello"}
+    batch = {
+        "img": torch.zeros(4, 3, dtype=torch.float32),  # 48
+        "pair": Pair(torch.zeros(2, dtype=torch.int64), [torch.zeros(5, dtype=torch.uint8)]),  # 16 + 5
+        "sample": Sample(torch.zeros(3, dtype=torch.float16), {"k": (torch.zeros(1, dtype=torch.float64),)}),  # 6 + 8
+        "label": 3,
+        "text": "hello",
+    }
     assert batch_bytes(batch) == 48 + 16 + 5 + 6 + 8
     assert len(list(iter_tensors(batch))) == 5
 

@@ -1,4 +1,5 @@
 """The recorder through the same code on a CPU-only machine: host phases measured, GPU phases empty."""
+
 from __future__ import annotations
 
 import time
@@ -6,11 +7,11 @@ import time
 import numpy as np
 import pytest
 import torch
+import torch.utils.data._utils.pin_memory as pin_module
 from torch.utils.data import DataLoader, Dataset
 
 from profiler import TransferProfiler
 from profiler.capture.pin_hook import PIN_HOOK
-import torch.utils.data._utils.pin_memory as pin_module
 
 
 class SlowDataset(Dataset):
@@ -38,7 +39,7 @@ def balanced_and_nested(calls: list[tuple[str, str]]) -> bool:
     depth = 0
     for kind, name in calls:
         if kind == "push":
-            if name.startswith("loop ") and depth != 0 or name.startswith("batch ") and depth != 1:
+            if (name.startswith("loop ") and depth != 0) or (name.startswith("batch ") and depth != 1):
                 return False
             depth += 1
         else:
@@ -99,10 +100,10 @@ def test_user_exception_and_break_close_ranges_and_keep_the_batch() -> None:
     prof = TransferProfiler(mode="pageable", device="cpu")
     calls = spy_nvtx(prof)
     with pytest.raises(ZeroDivisionError):
-        for i, batch in enumerate(prof.batches([torch.ones(2)] * 5)):
+        for i, _batch in enumerate(prof.batches([torch.ones(2)] * 5)):
             with prof.cpu_work():
                 if i == 2:
-                    1 / 0
+                    _ = 1 / 0
     assert balanced_and_nested(calls)
     assert list(prof.timeline().batch) == [0, 1, 2]
     for _ in prof.batches([torch.ones(2)] * 5, limit=2):
@@ -116,8 +117,10 @@ def test_phases_outside_the_loop_are_a_clear_error() -> None:
         prof.to_device(torch.ones(2))
 
 
-@pytest.mark.parametrize("device, message", [("cuda:7", "needs CUDA|does not exist"), ("tpu", "not a device"),
-                                              ("meta", "profiles copies to 'cuda'")])
+@pytest.mark.parametrize(
+    "device, message",
+    [("cuda:7", "needs CUDA|does not exist"), ("tpu", "not a device"), ("meta", "profiles copies to 'cuda'")],
+)
 def test_bad_device_strings_name_the_value(device: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         TransferProfiler(device=device)
@@ -145,7 +148,7 @@ class Pinnable:
     def __init__(self, parts: int) -> None:
         self.parts = parts
 
-    def pin_memory(self) -> "Pinnable":
+    def pin_memory(self) -> Pinnable:
         time.sleep(0.002)
         return Pinnable(self.parts)
 

@@ -1,4 +1,5 @@
 """`pinprof run` end to end on the CPU, and its usage errors."""
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,25 @@ import pytest
 from profiler.cli import main
 from profiler.report.files import read_timeline
 
-SMALL = ["--batches", "4", "--warmup", "1", "--batch-size", "16", "--num-workers", "0", "--dataset-size", "256",
-         "--cpu-work-ms", "0.5"]
+SMALL = [
+    "--batches",
+    "4",
+    "--warmup",
+    "1",
+    "--batch-size",
+    "16",
+    "--num-workers",
+    "0",
+    "--dataset-size",
+    "256",
+    "--cpu-work-ms",
+    "0.5",
+]
 
 
-def test_run_writes_a_complete_report_with_gpu_columns_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_writes_a_complete_report_with_gpu_columns_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "rep"
     assert main(["run", "--out", str(out), *SMALL, "--device", "cpu", "--modes", "pageable,staged"]) == 0
     printed = capsys.readouterr().out
@@ -42,20 +57,24 @@ def test_existing_report_folder_is_not_overwritten(tmp_path: Path, capsys: pytes
     assert (out / "timeline.csv").read_text() == "precious"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--modes", "turbo"], "unknown mode"),
-    (["--batch-size", "0"], "--batch-size '0' must be > 0"),
-    (["--batch-size", "-64"], "must be > 0"),
-    (["--batch-size", "abc"], "is not a int"),
-    (["--num-workers", "-1"], "must be >= 0"),
-    (["--cpu-work-ms", "x"], "is not a float"),
-    (["--batches", "3", "--epochs", "1"], "not allowed with"),
-    (["--dataset", "cifar10", "--data-root", "/nonexistent/path"], "is not a folder"),
-    (["--dataset", "cifar10"], "needs --data-root"),
-    (["--device", "cuda:3"], "needs CUDA|does not exist"),
-])
-def test_bad_arguments_exit_2_with_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                  args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--modes", "turbo"], "unknown mode"),
+        (["--batch-size", "0"], "--batch-size '0' must be > 0"),
+        (["--batch-size", "-64"], "must be > 0"),
+        (["--batch-size", "abc"], "is not a int"),
+        (["--num-workers", "-1"], "must be >= 0"),
+        (["--cpu-work-ms", "x"], "is not a float"),
+        (["--batches", "3", "--epochs", "1"], "not allowed with"),
+        (["--dataset", "cifar10", "--data-root", "/nonexistent/path"], "is not a folder"),
+        (["--dataset", "cifar10"], "needs --data-root"),
+        (["--device", "cuda:3"], "needs CUDA|does not exist"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     code: int | str | None
     try:
         code = main(["run", "--out", str(tmp_path / "o"), *args])

@@ -1,4 +1,5 @@
 """Diagnosis rules on real H200 timelines (tests/data) and on synthetic edge cases."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler.cli import main
 from profiler.analysis.compare import compare_modes
 from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Verdict
+from profiler.cli import main
 from profiler.report.files import read_timeline
 
 DATA = Path(__file__).parent / "data"

@@ -1,4 +1,5 @@
 """Per-rank recording under torchrun with gloo on CPU, merged into one report by rank 0."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,23 @@ HERE = Path(__file__).parent
 
 def test_torchrun_two_ranks_merge_into_one_aligned_report(tmp_path: Path) -> None:
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                          "--master_port", "29517", str(HERE / "dist_loop.py"), str(tmp_path)],
-                         capture_output=True, text=True, timeout=240, env=env)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "29517",
+            str(HERE / "dist_loop.py"),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert {p.name for p in tmp_path.glob("rank*")} == {"rank0", "rank1"}
     tl = read_timeline(tmp_path)
@@ -35,17 +50,48 @@ def test_torchrun_two_ranks_merge_into_one_aligned_report(tmp_path: Path) -> Non
 
 def test_pinprof_run_nproc_2_on_cpu_merges_the_ranks(tmp_path: Path) -> None:
     out = tmp_path / "rep"
-    res = subprocess.run([sys.executable, "-m", "profiler", "run", "--nproc", "2", "--device", "cpu", "--modes",
-                          "pageable,staged", "--batches", "6", "--warmup", "1", "--batch-size", "16", "--num-workers",
-                          "0", "--dataset-size", "1024", "--out", str(out), "--no-plots"],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "profiler",
+            "run",
+            "--nproc",
+            "2",
+            "--device",
+            "cpu",
+            "--modes",
+            "pageable,staged",
+            "--batches",
+            "6",
+            "--warmup",
+            "1",
+            "--batch-size",
+            "16",
+            "--num-workers",
+            "0",
+            "--dataset-size",
+            "1024",
+            "--out",
+            str(out),
+            "--no-plots",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     tl = read_timeline(out)
     assert len(tl) == 2 * 2 * 7 and set(tl["rank"]) == {0, 1} and set(tl.run) == {"rep"}
     assert {p.name for p in out.iterdir()} >= {"rank0", "rank1", "timeline.csv", "summary.csv", "diagnosis.md"}
     summary = __import__("pandas").read_csv(out / "summary.csv")
-    assert sorted(zip(summary["rank"], summary.scenario)) == [(0, "pageable/bs16/w0"), (0, "staged/bs16/w0"),
-                                                             (1, "pageable/bs16/w0"), (1, "staged/bs16/w0")]
+    assert sorted(zip(summary["rank"], summary.scenario)) == [
+        (0, "pageable/bs16/w0"),
+        (0, "staged/bs16/w0"),
+        (1, "pageable/bs16/w0"),
+        (1, "staged/bs16/w0"),
+    ]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["ranks"] == [0, 1] and meta["clock_aligned"] is True and meta["partial"] is False
     # the ranks started each scenario together (a barrier): first batches within a fraction of a second

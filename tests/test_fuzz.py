@@ -2,6 +2,7 @@
 
 Example counts are bounded so the whole file stays within seconds in CI.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiler.cli import build_parser
-from profiler.nsys.importer import import_sqlite
 from profiler.errors import ReportError
+from profiler.nsys.importer import import_sqlite
 from profiler.report.files import read_json, read_timeline
 
 DATA = Path(__file__).parent / "data"
@@ -23,7 +24,9 @@ META = (DATA / "h200_default" / "meta.json").read_bytes()
 DB = (DATA / "h200_nsys" / "report.sqlite").read_bytes()
 ORIGINAL = read_timeline(DATA / "h200_default")
 SCALE = float(os.environ.get("PINPROF_FUZZ_SCALE", 1))  # raise to search longer than CI does
-FUZZ = settings(max_examples=int(40 * SCALE), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=int(40 * SCALE), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _read_or_error(path: Path) -> pd.DataFrame | None:
@@ -93,10 +96,23 @@ def test_damaged_sqlite_export(tmp_path: Path, cut: int, flips: list[int]) -> No
     assert set(table.scenario) <= {"pageable/bs1024/w0", "pinned_nb/bs1024/w0", ""}
 
 
-VOCAB = ["--batch-size", "--num-workers", "--prefetch-factor", "--cpu-work-ms", "--compute-ms", "--batches",
-         "--epochs", "--warmup", "--modes", "--image-size", "--dataset-size"]
-VALUES = st.one_of(st.integers(-10**6, 10**12).map(str), st.sampled_from(["", "x", "1,2", "0", "-0", "1e3", "nan",
-                                                                           "inf", "64,abc", "all", "pinned,pageable"]))
+VOCAB = [
+    "--batch-size",
+    "--num-workers",
+    "--prefetch-factor",
+    "--cpu-work-ms",
+    "--compute-ms",
+    "--batches",
+    "--epochs",
+    "--warmup",
+    "--modes",
+    "--image-size",
+    "--dataset-size",
+]
+VALUES = st.one_of(
+    st.integers(-(10**6), 10**12).map(str),
+    st.sampled_from(["", "x", "1,2", "0", "-0", "1e3", "nan", "inf", "64,abc", "all", "pinned,pageable"]),
+)
 
 
 @settings(max_examples=int(60 * SCALE), deadline=None)

@@ -1,4 +1,5 @@
 """Core recorder on a real GPU, checked against CUPTI (torch.profiler). Run: pytest -m gpu."""
+
 from __future__ import annotations
 
 import time
@@ -9,8 +10,7 @@ import torch
 
 from profiler import TransferProfiler
 from profiler.bench import cupti
-from profiler.modes import Mode
-from profiler.modes import MODES
+from profiler.modes import MODES, Mode
 
 pytestmark = pytest.mark.gpu
 MiB = 1 << 20
@@ -25,7 +25,7 @@ def batches_of(nbytes: int, count: int, pinned: bool, seed: int = 0) -> list[tor
     return out
 
 
-def profile_loop(mode: Mode, data: list, cpu_ms: float = 0.0, warmup: int = 3) -> "TransferProfiler":
+def profile_loop(mode: Mode, data: list, cpu_ms: float = 0.0, warmup: int = 3) -> TransferProfiler:
     prof = TransferProfiler(mode=mode, device="cuda", warmup=warmup)
     for batch in prof.batches(data):
         x = prof.to_device(batch)
@@ -67,9 +67,11 @@ def test_pinned_h2d_ms_agrees_with_cupti(size_mib: float, mode: Mode) -> None:
     rel = np.abs(ours - cupti_ms) / cupti_ms
     # the first copies pay one-off costs on both sides; agreement is judged on the warm batches
     warm = rel[3:]
-    print(f"{mode} {size_mib} MiB: ours median {np.median(ours[3:]):.4f} ms, CUPTI median "
-          f"{np.median(cupti_ms[3:]):.4f} ms, per-batch rel diff median {np.median(warm):.4f} max {warm.max():.4f}, "
-          f"abs diff median {np.median(ours[3:] - cupti_ms[3:]) * 1e3:.2f} us")
+    print(
+        f"{mode} {size_mib} MiB: ours median {np.median(ours[3:]):.4f} ms, CUPTI median "
+        f"{np.median(cupti_ms[3:]):.4f} ms, per-batch rel diff median {np.median(warm):.4f} max {warm.max():.4f}, "
+        f"abs diff median {np.median(ours[3:] - cupti_ms[3:]) * 1e3:.2f} us"
+    )
     assert np.median(warm) < 0.05
     assert np.quantile(warm, 0.9) < 0.05
 
@@ -80,10 +82,14 @@ def test_overlap_pinned_nb_versus_pageable() -> None:
     pg = profile_loop("pageable", batches_of(size, 30, False), cpu_ms=1.0).timeline()
     nb, pg = nb[~nb.warmup], pg[~pg.warmup]
     ratio = (nb.overlap_ms / nb.h2d_ms).median()
-    print(f"pinned_nb: h2d {nb.h2d_ms.median():.4f} ms overlap {nb.overlap_ms.median():.4f} ms "
-          f"(ratio {ratio:.3f}) wait {nb.wait_ms.median():.4f} ms")
-    print(f"pageable: h2d {pg.h2d_ms.median():.4f} ms overlap {pg.overlap_ms.median():.4f} ms "
-          f"wait {pg.wait_ms.median():.4f} ms")
+    print(
+        f"pinned_nb: h2d {nb.h2d_ms.median():.4f} ms overlap {nb.overlap_ms.median():.4f} ms "
+        f"(ratio {ratio:.3f}) wait {nb.wait_ms.median():.4f} ms"
+    )
+    print(
+        f"pageable: h2d {pg.h2d_ms.median():.4f} ms overlap {pg.overlap_ms.median():.4f} ms "
+        f"wait {pg.wait_ms.median():.4f} ms"
+    )
     assert ratio > 0.9
     assert pg.overlap_ms.median() < 0.05 * pg.h2d_ms.median()
     assert nb.wait_ms.median() < 0.1 * nb.h2d_ms.median()
@@ -92,10 +98,15 @@ def test_overlap_pinned_nb_versus_pageable() -> None:
 
 def _make_batch(gen: torch.Generator) -> dict:
     img = torch.randn(64, 3, 33, 31, generator=gen)
-    return {"img_t": img.transpose(2, 3),  # non-contiguous
-            "labels": torch.randint(0, 10, (64,), generator=gen),
-            "half": torch.randn(17, 5, generator=gen).half(),
-            "nested": (torch.randint(-5, 5, (3, 7), generator=gen, dtype=torch.int8), [torch.rand(1001, generator=gen) > 0.5])}
+    return {
+        "img_t": img.transpose(2, 3),  # non-contiguous
+        "labels": torch.randint(0, 10, (64,), generator=gen),
+        "half": torch.randn(17, 5, generator=gen).half(),
+        "nested": (
+            torch.randint(-5, 5, (3, 7), generator=gen, dtype=torch.int8),
+            [torch.rand(1001, generator=gen) > 0.5],
+        ),
+    }
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -104,6 +115,7 @@ def test_every_mode_is_bit_exact_with_plain_to(mode: Mode) -> None:
     data = [_make_batch(gen) for _ in range(5)]
     if mode in ("pinned", "pinned_nb"):
         from torch.utils.data._utils.pin_memory import pin_memory
+
         data = [pin_memory(b) for b in data]
     prof = TransferProfiler(mode=mode, device="cuda")
     got = []

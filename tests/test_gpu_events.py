@@ -1,4 +1,5 @@
 """The two raw CUDA calls pinprof makes itself, on a real GPU. Run: pytest -m gpu."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,7 +37,7 @@ def test_direct_pageable_copy_is_exact(n: int) -> None:
     rt = cudart.runtime()
     assert rt is not None, "torch's libcudart was not found in /proc/self/maps"
     gen = torch.Generator().manual_seed(n)
-    src = torch.randint(-2**31, 2**31 - 1, (n,), dtype=torch.int32, generator=gen)
+    src = torch.randint(-(2**31), 2**31 - 1, (n,), dtype=torch.int32, generator=gen)
     dst = torch.empty_like(src, device="cuda")
     assert cudart.direct_copy_ok(dst, src)
     stream = torch.cuda.current_stream()
@@ -45,5 +46,6 @@ def test_direct_pageable_copy_is_exact(n: int) -> None:
     assert torch.equal(dst.cpu(), src)
     # What it must not take: views that are not one block of bytes, and conjugate views.
     assert not cudart.direct_copy_ok(torch.empty(2, 2, device="cuda"), torch.ones(2, 4)[:, ::2])
-    assert not cudart.direct_copy_ok(torch.empty(3, dtype=torch.complex64, device="cuda"),
-                                     torch.ones(3, dtype=torch.complex64).conj())
+    assert not cudart.direct_copy_ok(
+        torch.empty(3, dtype=torch.complex64, device="cuda"), torch.ones(3, dtype=torch.complex64).conj()
+    )

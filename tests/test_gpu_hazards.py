@@ -1,4 +1,5 @@
 """The two non_blocking races, made on purpose on a real GPU, and reported by pinprof (hazards=True)."""
+
 from __future__ import annotations
 
 import warnings
@@ -33,8 +34,10 @@ def test_refilling_a_pinned_buffer_during_its_copy(wait_first: bool) -> None:
             torch.cuda.synchronize()
     msgs = _hazard_messages(caught)
     corrupted = int((x == 7).sum())
-    print(f"wait_first={wait_first}: {len(msgs)} hazard warning(s), {corrupted} of {x.numel()} bytes arrived "
-          f"as the refill's value; {msgs[:1]}")
+    print(
+        f"wait_first={wait_first}: {len(msgs)} hazard warning(s), {corrupted} of {x.numel()} bytes arrived "
+        f"as the refill's value; {msgs[:1]}"
+    )
     if wait_first:
         assert msgs == [] and corrupted == 0
     else:
@@ -59,8 +62,10 @@ def test_reading_a_nonblocking_d2h_result_early(wait_first: bool) -> None:
             torch.cuda.synchronize()
     msgs = _hazard_messages(caught)
     expected = [int(b.to(torch.int64).sum()) * 2 for b in data]
-    print(f"wait_first={wait_first}: {len(msgs)} hazard warning(s); sums right: "
-          f"{[s == e for s, e in zip(sums, expected)]}; {msgs[:1]}")
+    print(
+        f"wait_first={wait_first}: {len(msgs)} hazard warning(s); sums right: "
+        f"{[s == e for s, e in zip(sums, expected)]}; {msgs[:1]}"
+    )
     if wait_first:
         assert msgs == [] and sums == expected
     else:

@@ -1,4 +1,5 @@
 """Hidden-staging split and staged pipeline on the GPU. Run: pytest -m gpu."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +10,9 @@ import torch
 
 from profiler import TransferProfiler
 from profiler.bench import bandwidth, cupti
-from profiler.timeline import split
-from profiler.modes import Mode
 from profiler.capture.staging import PinnedStager, to_device_staged
+from profiler.modes import Mode
+from profiler.timeline import split
 
 pytestmark = pytest.mark.gpu
 MiB = 1 << 20
@@ -43,8 +44,10 @@ def test_hidden_stage_agrees_with_cupti_batch_by_batch(tmp_path: Path) -> None:
     holder: dict[str, object] = {}
     # CUDA activity only: recording torch's operators too would slow the dispatch of each copy,
     # the host time between pinprof's start event and the runtime call that CUPTI's span starts at.
-    trace = cupti.capture(lambda: holder.update(pg=_loop("pageable", _data(False, 1)),
-                                                pn=_loop("pinned_nb", _data(True, 2))), host_ops=False)
+    trace = cupti.capture(
+        lambda: holder.update(pg=_loop("pageable", _data(False, 1)), pn=_loop("pinned_nb", _data(True, 2))),
+        host_ops=False,
+    )
     tl = split.apply(holder["pg"], cal)  # type: ignore[arg-type]
     memcpy = trace[trace.kind == "memcpy"]
     runtime = trace[trace.kind == "runtime"].set_index("correlation")
@@ -63,16 +66,27 @@ def test_hidden_stage_agrees_with_cupti_batch_by_batch(tmp_path: Path) -> None:
     rel = np.abs(ours - theirs) / theirs
     for size in SIZES:
         sel = tl.bytes.to_numpy()[keep] == size * MiB
-        print(f"{size} MiB pageable: hidden_stage ours {np.median(ours[sel]):.4f} ms, CUPTI (call start to record end - pinned record) "
-              f"{np.median(theirs[sel]):.4f} ms, |rel diff| median {np.median(rel[sel]):.3f} max {rel[sel].max():.3f}; "
-              f"dma_ms {np.median(tl.dma_ms.to_numpy()[keep][sel]):.4f}, CUPTI pinned record "
-              f"{pinned_rec.loc[size * MiB]:.4f}")
+        print(
+            f"{size} MiB pageable: hidden_stage ours {np.median(ours[sel]):.4f} ms, CUPTI (call start to record end - pinned record) "
+            f"{np.median(theirs[sel]):.4f} ms, |rel diff| median {np.median(rel[sel]):.3f} max {rel[sel].max():.3f}; "
+            f"dma_ms {np.median(tl.dma_ms.to_numpy()[keep][sel]):.4f}, CUPTI pinned record "
+            f"{pinned_rec.loc[size * MiB]:.4f}"
+        )
     assert keep.sum() >= 20
     assert (rel < 0.10).all(), rel
 
 
-@pytest.mark.parametrize("shape, transpose", [((1,), False), ((1023, 1031), False), ((3 * MiB + 7,), False),
-                                              ((640, 517), True), ((17, 3, 64, 65), True), ((0, 5), False)])
+@pytest.mark.parametrize(
+    "shape, transpose",
+    [
+        ((1,), False),
+        ((1023, 1031), False),
+        ((3 * MiB + 7,), False),
+        ((640, 517), True),
+        ((17, 3, 64, 65), True),
+        ((0, 5), False),
+    ],
+)
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32, torch.int64])
 def test_staged_copy_is_bit_exact(shape: tuple[int, ...], transpose: bool, dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(sum(shape))

@@ -1,4 +1,5 @@
 """Hazard detection logic on CPU: operator classification, and the race checks with a stand-in event."""
+
 from __future__ import annotations
 
 import warnings

@@ -5,6 +5,7 @@ same tables). A module may import its own subpackage, the foundation modules and
 table below allows; torch only in capture and bench. Checked on the source (every import statement,
 function-level ones too) and at run time (the reading side really loads without torch).
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,8 +16,15 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "profiler"
-FOUNDATION = {"profiler", "profiler._version", "profiler.errors", "profiler.settings", "profiler.modes",
-              "profiler.units", "profiler.atomic"}
+FOUNDATION = {
+    "profiler",
+    "profiler._version",
+    "profiler.errors",
+    "profiler.settings",
+    "profiler.modes",
+    "profiler.units",
+    "profiler.atomic",
+}
 ALLOWED: dict[str, set[str]] = {
     "foundation": set(),
     "timeline": {"timeline"},
@@ -50,8 +58,11 @@ def imports(path: Path) -> list[tuple[str, bool]]:
             assert node.level == 0, f"{path}: relative import; the rules are checked on absolute names"
             found += [(node.module or "", id(node) in top)]
             # ``from profiler.render import plots`` imports the submodule profiler.render.plots
-            found += [(f"{node.module}.{a.name}", id(node) in top) for a in node.names
-                      if (PACKAGE.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").exists()]
+            found += [
+                (f"{node.module}.{a.name}", id(node) in top)
+                for a in node.names
+                if (PACKAGE.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").exists()
+            ]
     return found
 
 
@@ -101,15 +112,20 @@ def test_every_subpackage_init_says_what_it_holds_and_may_import() -> None:
 
 
 def test_the_reading_side_starts_without_torch() -> None:
-    reading = [m for m, _ in modules() if layer_of(m) in {"foundation", "timeline", "analysis", "render", "report",
-                                                         "nsys", "cli"} and m != "profiler.__main__"]
-    code = ("import importlib, sys\n"
-            f"for m in {reading!r}: importlib.import_module(m)\n"
-            "from profiler.cli import build_parser\n"
-            "build_parser()\n"
-            "import profiler\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision', 'matplotlib')))")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=PACKAGE.parent)
+    reading = [
+        m
+        for m, _ in modules()
+        if layer_of(m) in {"foundation", "timeline", "analysis", "render", "report", "nsys", "cli"}
+        and m != "profiler.__main__"
+    ]
+    code = (
+        "import importlib, sys\n"
+        f"for m in {reading!r}: importlib.import_module(m)\n"
+        "from profiler.cli import build_parser\n"
+        "build_parser()\n"
+        "import profiler\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision', 'matplotlib')))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PACKAGE.parent)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]", f"torch or matplotlib loaded: {run.stdout[:300]}"

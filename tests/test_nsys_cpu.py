@@ -3,6 +3,7 @@
 This fails if NVTX ranges silently vanish (the nvtx-package trap in FACTS.md): no `batch <n>` range
 in the export is an error, not an empty table.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiler.nsys.importer import import_sqlite
-from profiler.nsys.schema import read_nvtx
 from profiler.errors import NsysError
+from profiler.nsys.importer import import_sqlite
 from profiler.nsys.run import find_nsys
+from profiler.nsys.schema import read_nvtx
 
 HERE = Path(__file__).parent
 
@@ -44,9 +45,23 @@ def nsys_or_skip() -> Path:
 def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     nsys_or_skip()
     out = tmp_path_factory.mktemp("nsys")
-    res = subprocess.run([sys.executable, "-m", "profiler", "nsys", "--out", str(out), "--",
-                          sys.executable, str(HERE / "nsys_cpu_loop.py"), str(out)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "profiler",
+            "nsys",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            str(HERE / "nsys_cpu_loop.py"),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr + res.stdout
     return out
 
@@ -86,8 +101,10 @@ def test_import_works_without_registered_strings(capture: Path, tmp_path: Path) 
     src = sqlite3.connect(capture / "report.sqlite")
     dst_path = tmp_path / "inline.sqlite"
     dst = sqlite3.connect(dst_path)
-    rows = src.execute("SELECT e.start, e.end, e.eventType, COALESCE(e.text, s.value), e.globalTid, e.domainId "
-                       "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId").fetchall()
+    rows = src.execute(
+        "SELECT e.start, e.end, e.eventType, COALESCE(e.text, s.value), e.globalTid, e.domainId "
+        "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId"
+    ).fetchall()
     dst.execute("CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, globalTid INT, domainId INT)")
     dst.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?)", rows)
     dst.commit()

@@ -1,4 +1,5 @@
 """The importer on damaged and incomplete exports: a clear message, never a KeyError."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -6,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.nsys.importer import import_sqlite
 from profiler.errors import ReportError
+from profiler.nsys.importer import import_sqlite
 
 
 def test_missing_nvtx_table_says_what_to_trace(tmp_path: Path) -> None:

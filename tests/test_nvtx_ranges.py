@@ -1,4 +1,5 @@
 """The NVTX emitter (profiler.nvtx_ranges) against the nvtx package's real low-level handles."""
+
 from __future__ import annotations
 
 from typing import Any

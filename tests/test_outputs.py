@@ -1,4 +1,5 @@
 """Split, summary, plots and trace on the recorded H200 run."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,9 @@ import pytest
 
 from profiler.analysis import summary
 from profiler.render import markdown, plots, trace
-from profiler.timeline import split
 from profiler.render.lanes import intervals
 from profiler.report.files import read_timeline
+from profiler.timeline import split
 
 DATA = Path(__file__).parent / "data"
 

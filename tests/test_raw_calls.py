@@ -1,4 +1,5 @@
 """CPU checks of the two raw CUDA paths' decisions (the calls themselves: tests/test_gpu_events.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,14 +13,17 @@ def _dst(src: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(src)  # stands in for the device tensor: only its layout and dtype matter
 
 
-@pytest.mark.parametrize("src, ok", [
-    (torch.arange(12, dtype=torch.float32), True),
-    (torch.arange(12).reshape(3, 4)[:, :2], False),       # a view that is not one block of bytes
-    (torch.arange(12).reshape(3, 4).t(), False),          # transposed: empty_like keeps the strides, but not contiguous
-    (torch.ones(3, dtype=torch.complex64).conj(), False), # a lazy conjugate: memcpy would drop it
-    (torch.ones(3).neg().neg()._neg_view(), False),       # a lazy negation
-    (torch.empty(0), False),                              # nothing to copy
-])
+@pytest.mark.parametrize(
+    "src, ok",
+    [
+        (torch.arange(12, dtype=torch.float32), True),
+        (torch.arange(12).reshape(3, 4)[:, :2], False),  # a view that is not one block of bytes
+        (torch.arange(12).reshape(3, 4).t(), False),  # transposed: empty_like keeps the strides, but not contiguous
+        (torch.ones(3, dtype=torch.complex64).conj(), False),  # a lazy conjugate: memcpy would drop it
+        (torch.ones(3).neg().neg()._neg_view(), False),  # a lazy negation
+        (torch.empty(0), False),  # nothing to copy
+    ],
+)
 def test_direct_copy_only_for_one_plain_block(src: torch.Tensor, ok: bool) -> None:
     assert cudart.direct_copy_ok(_dst(src), src) is ok
 

@@ -1,4 +1,5 @@
 """Nothing lost: a loop killed at a random batch leaves a readable, partial report (subprocesses)."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,9 @@ ROOT = HERE.parent
 
 
 def start(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
 
 
 def wait_for_batches(proc: subprocess.Popen[str], count: int, timeout: float = 60.0) -> int:
@@ -75,16 +77,36 @@ def test_a_killed_worker_leaves_a_partial_report(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig, code, why", [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "SIGINT")])
 def test_pinprof_run_signal_exits_with_partial_report(tmp_path: Path, sig: signal.Signals, code: int, why: str) -> None:
     out = tmp_path / "rep"
-    proc = start(["-m", "profiler", "run", "--device", "cpu", "--modes", "pageable,staged", "--batches", "400",
-                  "--batch-size", "16", "--num-workers", "0", "--dataset-size", "8192", "--cpu-work-ms", "3",
-                  "--out", str(out)])
+    proc = start(
+        [
+            "-m",
+            "profiler",
+            "run",
+            "--device",
+            "cpu",
+            "--modes",
+            "pageable,staged",
+            "--batches",
+            "400",
+            "--batch-size",
+            "16",
+            "--num-workers",
+            "0",
+            "--dataset-size",
+            "8192",
+            "--cpu-work-ms",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     assert proc.stdout is not None
     for line in proc.stdout:  # the second scenario has started: the first one's batches are on disk
         if line.startswith("pinprof: staged/"):
             break
     time.sleep(random.Random(7).uniform(0.2, 0.8))
     proc.send_signal(sig)
-    out_text, _ = proc.communicate(timeout=120)
+    _out_text, _ = proc.communicate(timeout=120)
     assert proc.returncode == code
     meta = json.loads((out / "meta.json").read_text())
     assert meta["partial"] is True and meta["interrupted_by"] == why

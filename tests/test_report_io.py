@@ -44,14 +44,17 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> N
     assert [p.name for p in tmp_path.iterdir()] == ["timeline.csv"]  # no temporary left behind
 
 
-@pytest.mark.parametrize("content, message", [
-    ("", "empty"),
-    ("a,b\n1,2\n", "missing column"),
-    ("\x00\x01\x02binary", "missing column|not a CSV|incomplete"),
-    ('mode,batch,bytes\npinned,"unterminated\n', "not a CSV|missing|wrong type"),
-    ("mode,batch,bytes\npinned,zero,10\n", "batch.*wrong type"),
-    ("mode,batch,bytes,h2d_ms\npinned,0,10,fast\n", "h2d_ms.*wrong type"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("", "empty"),
+        ("a,b\n1,2\n", "missing column"),
+        ("\x00\x01\x02binary", "missing column|not a CSV|incomplete"),
+        ('mode,batch,bytes\npinned,"unterminated\n', "not a CSV|missing|wrong type"),
+        ("mode,batch,bytes\npinned,zero,10\n", "batch.*wrong type"),
+        ("mode,batch,bytes,h2d_ms\npinned,0,10,fast\n", "h2d_ms.*wrong type"),
+    ],
+)
 def test_bad_files_give_a_clear_error(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "t.csv"
     path.write_text(content)

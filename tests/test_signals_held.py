@@ -1,5 +1,6 @@
 """Reports written with signals held (profiler.interrupt): a handler that raises mid-write cannot
 leave the report unwritten, and what it says is delivered afterwards or dropped as asked."""
+
 from __future__ import annotations
 
 import signal
@@ -64,12 +65,15 @@ def test_without_replay_what_a_late_handler_raises_becomes_a_note(tmp_path: Path
     original = ConnectionResetError(104, "Connection reset by peer")
     write_held(lambda: write_two_files(tmp_path), replay=False, late=interrupt.note_on(original))
     assert (tmp_path / "meta.json").exists()
-    assert original.__notes__ == ["pinprof: then, while the report was written: WorkerDied: "
-                                  "DataLoader worker (pid 1) is killed by signal: Killed."]
+    assert original.__notes__ == [
+        "pinprof: then, while the report was written: WorkerDied: "
+        "DataLoader worker (pid 1) is killed by signal: Killed."
+    ]
 
 
-def test_a_handler_firing_before_the_hold_is_in_place_is_retried(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_handler_firing_before_the_hold_is_in_place_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pending signal runs at the next bytecode, which can be inside SignalsHeld.__enter__."""
     real = signal.signal
     fired: list[int] = []
@@ -115,8 +119,7 @@ def test_a_handler_set_outside_python_is_left_in_place(monkeypatch: pytest.Monke
     """getsignal() is None for a handler a C library set: signal() could not put it back."""
     real_getsignal = signal.getsignal
     before = real_getsignal(signal.SIGCHLD)
-    monkeypatch.setattr(interrupt.signal, "getsignal",
-                        lambda s: None if s == signal.SIGCHLD else real_getsignal(s))
+    monkeypatch.setattr(interrupt.signal, "getsignal", lambda s: None if s == signal.SIGCHLD else real_getsignal(s))
     seen: dict[str, Any] = {}
 
     def write() -> None:

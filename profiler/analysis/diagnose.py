@@ -3,6 +3,7 @@
 Input: a timeline (pinprof's or an nsys import). Each scenario's measured batches (warm-up left out)
 are reduced to medians, then every rule of ``profiler.analysis.rules`` looks at them.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pandas as pd
 from profiler.analysis.findings import Diagnosis, Verdict
 from profiler.analysis.rates import pinned_rate_GBps
 from profiler.analysis.rules import findings as _findings
+
 
 def _med(g: pd.DataFrame, col: str) -> float:
     return float(g[col].median()) if col in g and g[col].notna().any() else float("nan")
@@ -23,8 +25,10 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     """
     out = []
     for scen, g in tl[~tl.warmup].groupby("scenario", sort=False, dropna=False):
-        m = {c: _med(g, f"{c}_ms") for c in ("fetch", "pin", "stage", "h2d", "h2d_call", "cpu_work", "compute",
-                                              "wait", "overlap", "batch")}
+        m = {
+            c: _med(g, f"{c}_ms")
+            for c in ("fetch", "pin", "stage", "h2d", "h2d_call", "cpu_work", "compute", "wait", "overlap", "batch")
+        }
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)
         cfg = g.iloc[0]

@@ -1,4 +1,5 @@
 """What a diagnosis is made of: verdicts, findings, the changes they advise, one diagnosis per scenario."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

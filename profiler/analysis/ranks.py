@@ -1,4 +1,5 @@
 """Findings across the ranks of a distributed run: one slow loader, a shared host link."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,19 +22,26 @@ def diagnose_ranks(tl: pd.DataFrame, calibration: pd.DataFrame | None = None) ->
         if len(fetch) > 1:
             slow = fetch.idxmax()
             others = fetch.drop(slow).median()
-            if fetch[slow] > IMBALANCE_FACTOR * max(others, 1e-9) and fetch[slow] - others > TOO_SMALL_SHARE * batch.median():
-                out.append(f"{scen}: rank imbalance - rank {slow} waits {fetch[slow]:.3f} ms per batch on its loader, "
-                           f"the other ranks {others:.3f} ms; every rank waits for it at the next collective. "
-                           f"Change: more workers or a cheaper shard for rank {slow} (saves about "
-                           f"{fetch[slow] - others:.3f} ms/batch on all ranks).")
+            if (
+                fetch[slow] > IMBALANCE_FACTOR * max(others, 1e-9)
+                and fetch[slow] - others > TOO_SMALL_SHARE * batch.median()
+            ):
+                out.append(
+                    f"{scen}: rank imbalance - rank {slow} waits {fetch[slow]:.3f} ms per batch on its loader, "
+                    f"the other ranks {others:.3f} ms; every rank waits for it at the next collective. "
+                    f"Change: more workers or a cheaper shard for rank {slow} (saves about "
+                    f"{fetch[slow] - others:.3f} ms/batch on all ranks)."
+                )
         pinned = g[(g.src_memory == "pinned") & g.h2d_ms.notna() & (g.h2d_ms > 0)]
         if len(pinned):
             nbytes = float(pinned.bytes.median())
             single = pinned_rate_GBps(tl.iloc[0:0], nbytes, calibration)
             rates = (pinned.bytes / pinned.h2d_ms / 1e6).groupby(pinned["rank"]).median()
             if not np.isnan(single) and rates.min() < CONTENTION_SHARE * single:
-                out.append(f"{scen}: host-link contention - pinned H2D runs at {rates.min():.1f}-{rates.max():.1f} GB/s "
-                           f"per rank against {single:.1f} GB/s for one rank alone (calibration): the ranks' copies "
-                           "share host memory bandwidth or a PCIe switch. Change: overlap the copies with compute "
-                           "(pinned_nb), or stagger them across ranks.")
+                out.append(
+                    f"{scen}: host-link contention - pinned H2D runs at {rates.min():.1f}-{rates.max():.1f} GB/s "
+                    f"per rank against {single:.1f} GB/s for one rank alone (calibration): the ranks' copies "
+                    "share host memory bandwidth or a PCIe switch. Change: overlap the copies with compute "
+                    "(pinned_nb), or stagger them across ranks."
+                )
     return out

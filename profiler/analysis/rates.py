@@ -1,4 +1,5 @@
 """The pinned H2D rate a scenario's copies would reach: measured in the run, else calibrated."""
+
 from __future__ import annotations
 
 import pandas as pd

@@ -12,15 +12,38 @@
     aggregate_h2d_GBps (GB/s: with several ranks, all ranks' bytes of a scenario over the span from the
         first copy's start to the last copy's end on the merged clock; the host link's total rate)
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-KEYS = ["run", "scenario", "mode", "rank", "device", "batch_size", "num_workers", "pin_memory", "non_blocking",
-        "prefetch_factor"]
-STAT_PHASES = ("fetch", "pin", "stage", "h2d", "h2d_call", "dma", "hidden_stage", "cpu_work", "compute",
-               "wait", "overlap", "batch")
+KEYS = [
+    "run",
+    "scenario",
+    "mode",
+    "rank",
+    "device",
+    "batch_size",
+    "num_workers",
+    "pin_memory",
+    "non_blocking",
+    "prefetch_factor",
+]
+STAT_PHASES = (
+    "fetch",
+    "pin",
+    "stage",
+    "h2d",
+    "h2d_call",
+    "dma",
+    "hidden_stage",
+    "cpu_work",
+    "compute",
+    "wait",
+    "overlap",
+    "batch",
+)
 
 
 def _ratio_pct(num: pd.Series, den: pd.Series) -> float:

@@ -11,6 +11,7 @@ submission latency is amortised away); host copies with ``perf_counter``. Every 
 bytes (never zeros), two sources alternate so small sizes do not time a cache, two warm-up rounds
 come first, and each figure is the median of ``repeats`` rounds.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,10 +29,19 @@ from profiler.capture.environment import driver_version
 from profiler.settings import current
 from profiler.units import GiB, KiB, MiB, format_size, parse_size
 
-SWEEP_SIZES: tuple[int, ...] = (64 * KiB, 256 * KiB, 768 * KiB, MiB, 4 * MiB, int(12.5 * MiB), 16 * MiB,
-                                64 * MiB, 256 * MiB, GiB)
-__all__ = ["METHODS", "SWEEP_SIZES", "calibration", "format_size", "link_limit_GBps", "measure", "parse_size",
-           "sweep"]
+SWEEP_SIZES: tuple[int, ...] = (
+    64 * KiB,
+    256 * KiB,
+    768 * KiB,
+    MiB,
+    4 * MiB,
+    int(12.5 * MiB),
+    16 * MiB,
+    64 * MiB,
+    256 * MiB,
+    GiB,
+)
+__all__ = ["METHODS", "SWEEP_SIZES", "calibration", "format_size", "link_limit_GBps", "measure", "parse_size", "sweep"]
 METHODS = ("pageable_h2d", "pinned_h2d", "d2h", "memcpy_to_pinned", "pin_memory")
 # Payload bandwidth per lane after line coding, GB/s (PCIe Gen1-2 8b/10b, Gen3+ 128b/130b).
 PCIE_LANE_GBps = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
@@ -59,7 +69,9 @@ def _per_copy_ms(k: int, copy: Callable[[int], object], gpu: bool, stream: torch
     return (time.perf_counter() - t0) * 1e3 / k
 
 
-def measure(nbytes: int, methods: Sequence[str], device: torch.device, repeats: int = 5) -> list[dict[str, float | str | int]]:
+def measure(
+    nbytes: int, methods: Sequence[str], device: torch.device, repeats: int = 5
+) -> list[dict[str, float | str | int]]:
     """One row per method for this size."""
     k = max(1, min(50, (64 * MiB) // nbytes))
     stream = torch.cuda.Stream(device)
@@ -86,8 +98,13 @@ def measure(nbytes: int, methods: Sequence[str], device: torch.device, repeats: 
     return rows
 
 
-def sweep(sizes: Sequence[int] = SWEEP_SIZES, methods: Sequence[str] = METHODS, device: str | torch.device = "cuda",
-          repeats: int = 5, progress: bool = True) -> pd.DataFrame:
+def sweep(
+    sizes: Sequence[int] = SWEEP_SIZES,
+    methods: Sequence[str] = METHODS,
+    device: str | torch.device = "cuda",
+    repeats: int = 5,
+    progress: bool = True,
+) -> pd.DataFrame:
     """The full sweep (columns in the module docstring)."""
     dev = torch.device(device)
     rows: list[dict[str, float | str | int]] = []
@@ -101,9 +118,17 @@ def sweep(sizes: Sequence[int] = SWEEP_SIZES, methods: Sequence[str] = METHODS, 
 def link_limit_GBps() -> tuple[float | None, str]:
     """The PCIe link's payload limit from nvidia-smi (max generation and width), or (None, why)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10,
-                             check=True).stdout.strip().splitlines()[0]
+        out = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=pcie.link.gen.max,pcie.link.width.max", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[0]
+        )
         gen, width = (int(x) for x in out.split(","))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as err:
         return None, f"link limit unknown ({type(err).__name__})"

@@ -10,6 +10,7 @@ Columns of the returned frame:
     src_memory (str: ``pageable`` / ``pinned`` / ``device`` for H2D memcpys, empty otherwise)
     bytes (float: memcpy records only), start_us, dur_us (float, microseconds), correlation (int)
 """
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,16 @@ def capture(fn: Callable[[], Any], host_ops: bool = True) -> pd.DataFrame:
             kind = "runtime"
         else:
             continue
-        rows.append({"kind": kind, "name": name, "src_memory": src_memory_of(name) if kind == "memcpy" else "",
-                     "bytes": float(args.get("bytes", float("nan"))), "start_us": float(ev["ts"]),
-                     "dur_us": float(ev.get("dur", 0.0)), "correlation": int(args.get("correlation", -1))})
+        rows.append(
+            {
+                "kind": kind,
+                "name": name,
+                "src_memory": src_memory_of(name) if kind == "memcpy" else "",
+                "bytes": float(args.get("bytes", float("nan"))),
+                "start_us": float(ev["ts"]),
+                "dur_us": float(ev.get("dur", 0.0)),
+                "correlation": int(args.get("correlation", -1)),
+            }
+        )
     frame = pd.DataFrame(rows, columns=["kind", "name", "src_memory", "bytes", "start_us", "dur_us", "correlation"])
     return frame.sort_values("start_us", ignore_index=True)

@@ -1,4 +1,5 @@
 """The data a scenario loads: a CIFAR-10-shaped synthetic default, torchvision's CIFAR10, ImageFolder."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,8 +52,14 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
         return self.to_tensor(Image.fromarray(img)), self.targets[index]
 
 
-def build(name: str, data_root: str | None = None, *, size: int = 50_000, image_size: int | None = None,
-          download: bool = False) -> Dataset[Any]:
+def build(
+    name: str,
+    data_root: str | None = None,
+    *,
+    size: int = 50_000,
+    image_size: int | None = None,
+    download: bool = False,
+) -> Dataset[Any]:
     """Build a dataset by name; ``DatasetError`` names the bad value and the fix."""
     if name == "synthetic":
         return SyntheticImages(size=size, image_size=image_size or 32)
@@ -69,8 +76,10 @@ def build(name: str, data_root: str | None = None, *, size: int = 50_000, image_
         try:
             return datasets.CIFAR10(str(root), train=True, download=download, transform=transforms.ToTensor())
         except RuntimeError as err:
-            raise DatasetError(f"--data-root {data_root!r} holds no CIFAR-10 (cifar-10-batches-py): {err} "
-                               "Pass --download to fetch it, or point at the folder that holds it") from err
+            raise DatasetError(
+                f"--data-root {data_root!r} holds no CIFAR-10 (cifar-10-batches-py): {err} "
+                "Pass --download to fetch it, or point at the folder that holds it"
+            ) from err
     side = image_size or 224
     tf = transforms.Compose([transforms.Resize(side * 8 // 7), transforms.CenterCrop(side), transforms.ToTensor()])
     try:

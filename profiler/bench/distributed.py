@@ -5,6 +5,7 @@ all ranks start each scenario together (a barrier), so their copies really share
 bandwidth and PCIe switches. Rank 0 picks the report folder and tells the others; each rank writes
 only ``<out>/rank<k>/``; rank 0 merges them into ``<out>/`` on one clock (``profiler.merge``).
 """
+
 from __future__ import annotations
 
 import socket
@@ -57,8 +58,21 @@ def free_port() -> int:
 
 def launch(nproc: int, argv: Sequence[str]) -> int:
     """Start ``nproc`` ranks of ``python -m profiler run ARGV`` through torch.distributed.run."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "profiler", "run", *argv]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        str(nproc),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        "-m",
+        "profiler",
+        "run",
+        *argv,
+    ]
     return subprocess.call(cmd)
 
 

@@ -1,4 +1,5 @@
 """What ``pinprof run`` varies: the options, the scenario matrix they span, and the report folder."""
+
 from __future__ import annotations
 
 import itertools
@@ -53,8 +54,9 @@ class Scenario:
 def scenarios(opts: RunOptions) -> list[Scenario]:
     """The cross product of the axes; names show the mode and every axis that varies."""
     out = []
-    for mode, bs, nw, pf, cpu, gpu in itertools.product(opts.modes, opts.batch_sizes, opts.num_workers,
-                                                        opts.prefetch_factors, opts.cpu_work_ms, opts.compute_ms):
+    for mode, bs, nw, pf, cpu, gpu in itertools.product(
+        opts.modes, opts.batch_sizes, opts.num_workers, opts.prefetch_factors, opts.cpu_work_ms, opts.compute_ms
+    ):
         parts = [mode, f"bs{bs}", f"w{nw}"]
         if len(opts.prefetch_factors) > 1:
             parts.append(f"pf{pf}")
@@ -73,8 +75,9 @@ def prepare_out(out: Path | None, force: bool) -> Path:
         out = Path("reports") / f"run-{stamp}"
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise OutputExistsError(f"--out {str(out)!r} already exists and is not empty; choose another folder "
-                              "or pass --force to overwrite it")
+        raise OutputExistsError(
+            f"--out {str(out)!r} already exists and is not empty; choose another folder or pass --force to overwrite it"
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".pinprof-write-test"

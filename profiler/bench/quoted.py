@@ -5,15 +5,40 @@ better: batch 1024, 6 workers, non_blocking=pin_memory (``pageable`` vs ``pinned
         work per batch.
 Both run one epoch of the CIFAR-10-shaped synthetic set unless --batches or --epochs is given.
 """
+
 from __future__ import annotations
 
 from profiler.cli import main
 
 QUOTED: dict[str, list[str]] = {
-    "naive": ["--modes", "pageable,pinned", "--batch-size", "64", "--num-workers", "0", "--cpu-work-ms", "0",
-              "--compute-ms", "0", "--warmup", "5"],
-    "better": ["--modes", "pageable,pinned_nb", "--batch-size", "1024", "--num-workers", "6",
-               "--cpu-work-ms", "100", "--compute-ms", "0", "--warmup", "2"],
+    "naive": [
+        "--modes",
+        "pageable,pinned",
+        "--batch-size",
+        "64",
+        "--num-workers",
+        "0",
+        "--cpu-work-ms",
+        "0",
+        "--compute-ms",
+        "0",
+        "--warmup",
+        "5",
+    ],
+    "better": [
+        "--modes",
+        "pageable,pinned_nb",
+        "--batch-size",
+        "1024",
+        "--num-workers",
+        "6",
+        "--cpu-work-ms",
+        "100",
+        "--compute-ms",
+        "0",
+        "--warmup",
+        "2",
+    ],
 }
 
 

@@ -4,13 +4,14 @@ The timeline is rewritten atomically after every scenario; on Ctrl-C or SIGTERM 
 so far are written out and meta.json says ``"partial": true``; when the loop raises, the partial
 report is written and ``RunFailed`` raised.
 """
+
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import torch
@@ -40,17 +41,32 @@ def _progress(total: int | None, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="batch", dynamic_ncols=True)
 
 
-def run_scenario(sc: Scenario, dataset: Any, device: torch.device, opts: RunOptions, run: str,
-                 origin: float, gpu_work: GpuWork, register: Callable[[TransferProfiler], None]) -> pd.DataFrame:
+def run_scenario(
+    sc: Scenario,
+    dataset: Any,
+    device: torch.device,
+    opts: RunOptions,
+    run: str,
+    origin: float,
+    gpu_work: GpuWork,
+    register: Callable[[TransferProfiler], None],
+) -> pd.DataFrame:
     """Run one scenario's loop under a profiler and return its timeline."""
     spec = SPECS[sc.mode]
     cuda = device.type == "cuda"
-    loader = DataLoader(dataset, batch_size=sc.batch_size, shuffle=False, num_workers=sc.num_workers,
-                        pin_memory=spec.pin_memory and cuda, drop_last=True,
-                        prefetch_factor=sc.prefetch_factor if sc.num_workers > 0 else None,
-                        persistent_workers=False)
-    prof = TransferProfiler(sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.warmup,
-                            origin_ms=origin)
+    loader = DataLoader(
+        dataset,
+        batch_size=sc.batch_size,
+        shuffle=False,
+        num_workers=sc.num_workers,
+        pin_memory=spec.pin_memory and cuda,
+        drop_last=True,
+        prefetch_factor=sc.prefetch_factor if sc.num_workers > 0 else None,
+        persistent_workers=False,
+    )
+    prof = TransferProfiler(
+        sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.warmup, origin_ms=origin
+    )
     register(prof)
     per_epoch = len(loader)
     limit = None if opts.epochs else (opts.batches or per_epoch) + opts.warmup
@@ -100,21 +116,35 @@ def _open_out(opts: RunOptions) -> tuple[Path, str, bool]:
     return out, top.name, True
 
 
-def _run_scenarios(scs: list[Scenario], dataset: Any, device: torch.device, opts: RunOptions, run: str,
-                   origin: float, out: Path, done: _Progress, echo: Callable[[str], None]) -> None:
+def _run_scenarios(
+    scs: list[Scenario],
+    dataset: Any,
+    device: torch.device,
+    opts: RunOptions,
+    run: str,
+    origin: float,
+    out: Path,
+    done: _Progress,
+    echo: Callable[[str], None],
+) -> None:
     gpu_work = GpuWork(device, max(opts.compute_ms))
     for sc in scs:
         distributed.barrier()  # under a job, every rank starts the scenario (and its copies) together
         echo(f"pinprof: {sc.name}")
         gpu_work.ms = sc.compute_ms
-        done.frames.append(run_scenario(sc, dataset, device, opts, run, origin, gpu_work,
-                                        lambda p: done.current.__setitem__(slice(None), [p])))
+        done.frames.append(
+            run_scenario(
+                sc, dataset, device, opts, run, origin, gpu_work, lambda p: done.current.__setitem__(slice(None), [p])
+            )
+        )
         done.current.clear()
         done.per_epoch[sc.name] = len(dataset) // sc.batch_size
         report_io.write_csv(timeline.concat(done.frames), out / report_io.TIMELINE)
 
 
-def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[str], None] = print) -> tuple[Path, str | None]:
+def run_matrix(
+    opts: RunOptions, argv: list[str] | None = None, echo: Callable[[str], None] = print
+) -> tuple[Path, str | None]:
     """Run every scenario, write the report folder; returns (folder, what interrupted it or None).
 
     As one rank of a job (``profiler.bench.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
@@ -122,15 +152,25 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     out, run_name, job = _open_out(opts)
     device = resolve_device(opts.device)
     if device.type != "cuda":
-        echo("pinprof: no CUDA device: GPU phases (h2d, compute) are skipped and pinning is off; "
-             "loader, staging and CPU-work phases are measured")
-    dataset = datasets.build(opts.dataset, opts.data_root, size=opts.dataset_size, image_size=opts.image_size,
-                             download=opts.download)
+        echo(
+            "pinprof: no CUDA device: GPU phases (h2d, compute) are skipped and pinning is off; "
+            "loader, staging and CPU-work phases are measured"
+        )
+    dataset = datasets.build(
+        opts.dataset, opts.data_root, size=opts.dataset_size, image_size=opts.image_size, download=opts.download
+    )
     scs = scenarios(opts)
     origin = now_ms()  # every scenario's intervals count from here; merge aligns ranks by it
-    info = meta.collect(describe(device), argv, run=run_name, scenarios=[s.name for s in scs],
-                        options={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
-                        dataset_len=len(dataset), origin_monotonic_ms=origin, **rank_info())  # type: ignore[arg-type]
+    info = meta.collect(
+        describe(device),
+        argv,
+        run=run_name,
+        scenarios=[s.name for s in scs],
+        options={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
+        dataset_len=len(cast(Sized, dataset)),  # every dataset build() makes has a length
+        origin_monotonic_ms=origin,
+        **rank_info(),
+    )
     done = _Progress()
     interrupted = False
     previous = install_sigterm()
@@ -144,7 +184,8 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
         # Everything from here to the files on disk runs with signals held: once a worker has died,
         # torch's SIGCHLD handler raises again as the others exit (seen inside timeline() under load).
         late: list[BaseException] = []
-        write_held(lambda: _write_failed(err, out, done, info, echo), replay=False, late=late.append)
+        failed = err  # bound for the lambda: the except clause unbinds err when it ends
+        write_held(lambda: _write_failed(failed, out, done, info, echo), replay=False, late=late.append)
         then = "".join(f"; then {type(e).__name__}: {e}" for e in late)  # e.g. which worker died
         raise RunFailed(f"{type(err).__name__}: {err}{then} (partial report written to {out})") from err
     finally:
@@ -155,8 +196,16 @@ def run_matrix(opts: RunOptions, argv: list[str] | None = None, echo: Callable[[
     return out, info.get("interrupted_by")
 
 
-def _finish(out: Path, opts: RunOptions, device: torch.device, info: dict[str, Any], done: _Progress,
-            interrupted: bool, unfinished: bool, echo: Callable[[str], None]) -> None:
+def _finish(
+    out: Path,
+    opts: RunOptions,
+    device: torch.device,
+    info: dict[str, Any],
+    done: _Progress,
+    interrupted: bool,
+    unfinished: bool,
+    echo: Callable[[str], None],
+) -> None:
     info["partial"] = interrupted or unfinished
     tl = timeline.concat(done.frames)
     if opts.calibrate and device.type == "cuda" and len(tl) and not interrupted:
@@ -177,8 +226,14 @@ def _merge_job(out: Path, opts: RunOptions, done: _Progress, echo: Callable[[str
 
     merged = out.parent
     write_merged(merged)  # its meta.json: rank 0's, plus ranks, clock_aligned, partial of any rank
-    write_report(merged, report_io.read_timeline(merged), report_io.read_json(merged / report_io.META),
-                 done.per_epoch, echo, plots=opts.plots)
+    write_report(
+        merged,
+        report_io.read_timeline(merged),
+        report_io.read_json(merged / report_io.META),
+        done.per_epoch,
+        echo,
+        plots=opts.plots,
+    )
     return merged
 
 
@@ -189,8 +244,9 @@ def _keep_current(done: _Progress) -> None:
         done.current.clear()  # kept once, even if this runs again
 
 
-def _write_failed(err: Exception, out: Path, done: _Progress, info: dict[str, Any],
-                  echo: Callable[[str], None]) -> None:
+def _write_failed(
+    err: Exception, out: Path, done: _Progress, info: dict[str, Any], echo: Callable[[str], None]
+) -> None:
     """The partial report of a run that an exception stopped (no plots: the run is failing)."""
     info["interrupted_by"], info["error"] = type(err).__name__, str(err)[:500]
     info["partial"] = True
@@ -198,8 +254,9 @@ def _write_failed(err: Exception, out: Path, done: _Progress, info: dict[str, An
     write_report(out, timeline.concat(done.frames), info, done.per_epoch, echo, plots=False)
 
 
-def calibrate_and_split(tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any],
-                        echo: Callable[[str], None]) -> pd.DataFrame:
+def calibrate_and_split(
+    tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any], echo: Callable[[str], None]
+) -> pd.DataFrame:
     """Measure (or reuse) pinned/pageable bandwidth at the run's batch sizes, split pageable copies."""
     from profiler.bench import bandwidth
     from profiler.timeline import split

@@ -1,4 +1,5 @@
 """Stand-in work for scenarios: busy CPU work to overlap, and GPU work of a chosen length."""
+
 from __future__ import annotations
 
 import time

@@ -3,6 +3,7 @@
 One concept: the structure of a batch. Counting bytes, telling where its memory lives and moving it
 to a device all walk the same tree, so the walk lives here once.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,5 @@
 """The host clock every phase is timed with."""
+
 from __future__ import annotations
 
 import time

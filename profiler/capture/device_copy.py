@@ -8,6 +8,7 @@ torch's dispatch does. Gated blocking copies also run on the copy stream, after 
 queued work (the order a ``.to()`` on the compute stream has): events around a copy on the default
 stream read more than CUPTI once kernels had run there. Figures: DESIGN.md, "Timing a copy".
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +30,15 @@ Call = tuple[torch.Tensor, torch.Tensor, bool]
 class DeviceCopier:
     """Issues and times one batch's copies; the events go into the batch's record as ``_h2d``."""
 
-    def __init__(self, device: torch.device, index: int, pool: EventPool, copy_stream: torch.cuda.Stream,
-                 gate: StreamGate | None, nvtx: NvtxEmitter) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        index: int,
+        pool: EventPool,
+        copy_stream: torch.cuda.Stream,
+        gate: StreamGate | None,
+        nvtx: NvtxEmitter,
+    ) -> None:
         self.device, self._index, self._pool = device, index, pool
         self._copy_stream, self._gate, self._nvtx = copy_stream, gate, nvtx
 
@@ -68,8 +76,9 @@ class DeviceCopier:
         rec["_h2d"] = (start, end)
         return out
 
-    def _prepare(self, batch: Any, tensors: list[torch.Tensor], kind: str,
-                 consumer: torch.cuda.Stream | None) -> tuple[Any, list[Call], cudart.Runtime | None]:
+    def _prepare(
+        self, batch: Any, tensors: list[torch.Tensor], kind: str, consumer: torch.cuda.Stream | None
+    ) -> tuple[Any, list[Call], cudart.Runtime | None]:
         """Destinations (``empty_like`` keeps ``.to()``'s layout rule), the output structure, the
         allocator's note that the consumer stream will use them, the choice of copy call."""
         dev = self.device
@@ -85,8 +94,14 @@ class DeviceCopier:
         return out, calls, rt
 
     @staticmethod
-    def _issue(calls: list[Call], rt: cudart.Runtime | None, stream: torch.cuda.Stream, start: torch.cuda.Event,
-               end: torch.cuda.Event, consumer: torch.cuda.Stream | None) -> None:
+    def _issue(
+        calls: list[Call],
+        rt: cudart.Runtime | None,
+        stream: torch.cuda.Stream,
+        start: torch.cuda.Event,
+        end: torch.cuda.Event,
+        consumer: torch.cuda.Stream | None,
+    ) -> None:
         """The event window. Always issued non_blocking; a blocking mode then waits on the end event,
         where a blocking ``.to()`` lets the host go too, but with the end event queued right behind
         the copy rather than recorded once the host is back."""

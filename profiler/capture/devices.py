@@ -1,4 +1,5 @@
 """Which device a profiler copies to, and which rank of a distributed job it runs in."""
+
 from __future__ import annotations
 
 import torch
@@ -34,8 +35,10 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
             )
         count = torch.cuda.device_count()
         if dev.index is not None and dev.index >= count:
-            raise DeviceError(f"device {str(device)!r} does not exist: this machine has {count} CUDA "
-                             f"device(s), cuda:0 to cuda:{count - 1}")
+            raise DeviceError(
+                f"device {str(device)!r} does not exist: this machine has {count} CUDA "
+                f"device(s), cuda:0 to cuda:{count - 1}"
+            )
         if dev.index is None:
             dev = torch.device("cuda", torch.cuda.current_device())
     elif dev.type != "cpu":

@@ -1,4 +1,5 @@
 """What a report says about the machine it was measured on: device, driver, torch."""
+
 from __future__ import annotations
 
 import platform
@@ -11,8 +12,13 @@ import torch
 def driver_version() -> str | None:
     """The NVIDIA driver version from nvidia-smi, or None where there is none."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return out.strip().splitlines()[0] if out.strip() else None

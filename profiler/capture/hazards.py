@@ -18,6 +18,7 @@ writes by other threads or processes (DataLoader workers) do not go through the 
 is reported when the conflicting operator runs while the copy is still in flight, which is exactly
 when it corrupts data.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -42,7 +43,9 @@ def hazards_wanted(flag: bool | None) -> bool:
     return current().hazards
 
 
-def written_and_read(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def written_and_read(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """The tensor arguments ``func`` writes (its schema marks them ``(a!)``, or ``out=``) and reads."""
     written: list[torch.Tensor] = []
     read: list[torch.Tensor] = []
@@ -65,7 +68,9 @@ def _storage(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()
 
 
-def nonblocking_copy(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> tuple[str, torch.Tensor] | None:
+def nonblocking_copy(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> tuple[str, torch.Tensor] | None:
     """("h2d", pinned source) or ("d2h", host destination) for a non_blocking copy; else None."""
     if func is _COPY:
         dst, src = args[0], args[1]
@@ -124,20 +129,30 @@ class HazardWatch(TorchDispatchMode):
         written, read = written_and_read(func, args, kwargs)
         issued = self._in_flight(self._h2d, written) if self._h2d else None
         if issued is not None:
-            self._warn("h2d-source-written", (
-                f"pinprof: batch {self._batch()}: {func} wrote a pinned tensor while the non_blocking copy "
-                f"from it to the GPU (issued in batch {issued}) was still running, so the GPU may get the "
-                "new values. Fix: wait for the copy first (e.g. torch.cuda.current_stream().synchronize(), "
-                "or an event recorded after the copy), or fill a different pinned buffer."))
+            self._warn(
+                "h2d-source-written",
+                (
+                    f"pinprof: batch {self._batch()}: {func} wrote a pinned tensor while the non_blocking copy "
+                    f"from it to the GPU (issued in batch {issued}) was still running, so the GPU may get the "
+                    "new values. Fix: wait for the copy first (e.g. torch.cuda.current_stream().synchronize(), "
+                    "or an event recorded after the copy), or fill a different pinned buffer."
+                ),
+            )
         issued = self._in_flight(self._d2h, read + written) if self._d2h else None
         if issued is not None:
-            self._warn("d2h-result-read", (
-                f"pinprof: batch {self._batch()}: {func} used the result of a non_blocking device-to-host "
-                f"copy (issued in batch {issued}) before the copy finished, so it saw stale values. Fix: "
-                "synchronize before using it (torch.cuda.current_stream().synchronize(), or record an "
-                "event after the copy and call event.synchronize()), or copy with non_blocking=False."))
+            self._warn(
+                "d2h-result-read",
+                (
+                    f"pinprof: batch {self._batch()}: {func} used the result of a non_blocking device-to-host "
+                    f"copy (issued in batch {issued}) before the copy finished, so it saw stale values. Fix: "
+                    "synchronize before using it (torch.cuda.current_stream().synchronize(), or record an "
+                    "event after the copy and call event.synchronize()), or copy with non_blocking=False."
+                ),
+            )
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if self._h2d or self._d2h:
             self._check(func, args, kwargs)

@@ -12,6 +12,7 @@ make them at all (zero cost per batch); ``PINPROF_NVTX=1`` forces them on for to
 another way. If the package is missing or its private API changes, we fall back to
 ``torch.cuda.nvtx`` (default domain, still recorded by all versions), and then to nothing.
 """
+
 from __future__ import annotations
 
 import threading
@@ -73,7 +74,8 @@ class NvtxEmitter:
         # 10-100 us (2.6 ms seen on a loaded CPU), which inside the first batch's phase window would
         # be counted as the user's time (cpu_work starts its clock before pushing).
         attrs_cache: dict[str, Any] = {
-            phase: event_attributes(None, _Registered(phase), color) for phase, color in COLORS.items()
+            phase: event_attributes(None, _Registered(phase), color)
+            for phase, color in COLORS.items()
             if phase != "batch"
         }
 
@@ -103,8 +105,8 @@ class NvtxEmitter:
             tnvtx.range_pop()
         except (ImportError, RuntimeError, AttributeError):
             return False
-        self._push = lambda name: tnvtx.range_push(name)  # noqa: E731
-        self._pop = lambda: tnvtx.range_pop()  # noqa: E731
+        self._push = lambda name: tnvtx.range_push(name)
+        self._pop = lambda: tnvtx.range_pop()
         return True
 
     @property

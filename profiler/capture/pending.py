@@ -1,4 +1,5 @@
 """Batches whose CUDA events are not read yet: read once done, never by waiting (except at the end)."""
+
 from __future__ import annotations
 
 from collections import deque

@@ -3,6 +3,7 @@
 Classes, not ``@contextmanager``, to keep them cheap; the record keys are class attributes, so no key
 string is built per batch.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -10,6 +10,7 @@ The pinned object the loop receives is the very object the pin step returned (it
 its batch. The entry is popped when the batch arrives, which keeps the object alive until then and
 rules out id reuse.
 """
+
 from __future__ import annotations
 
 import threading

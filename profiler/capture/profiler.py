@@ -12,6 +12,7 @@ blocking modes on the copy's end event (where a blocking ``.to()`` waits); in ``
 wait until one of its own pinned buffers is free again. Events are read when ``Event.query()`` says
 they are done, never by waiting. Everything else the loop does is untouched.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -99,8 +100,9 @@ class TransferProfiler:
             self._gate = make_gate(self.device) if gate and gate_wanted() else None
             self._copier = DeviceCopier(self.device, self._index, self._pool, self._copy_stream, self._gate, self.nvtx)
         self._pending = PendingEvents(self._store, self._pool if self.cuda else None)
-        self._staged = StagedCopier(self.device, self._index, self._copy_stream if self.cuda else None, self._gate,
-                                    self.nvtx)
+        self._staged = StagedCopier(
+            self.device, self._index, self._copy_stream if self.cuda else None, self._gate, self.nvtx
+        )
 
     # -- the loop -------------------------------------------------------------------------------
     def batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
@@ -162,11 +164,15 @@ class TransferProfiler:
             self._anchor = take_anchor(current_stream(self._index), self._gate)
         _loader_config(loader, self._config)
         if self._hazards and not self.cuda:
-            self._warn_once("hazards-no-cuda", "hazard detection watches CUDA copies and there is no CUDA "
-                            "device: it stays off")
+            self._warn_once(
+                "hazards-no-cuda", "hazard detection watches CUDA copies and there is no CUDA device: it stays off"
+            )
         if self._config.get("pin_memory") and not self.cuda:
-            self._warn_once("pin-no-cuda", "the loader has pin_memory=True but there is no CUDA device: "
-                            "torch skips pinning, so pin_ms stays empty")
+            self._warn_once(
+                "pin-no-cuda",
+                "the loader has pin_memory=True but there is no CUDA device: "
+                "torch skips pinning, so pin_ms stays empty",
+            )
 
     def _commit(self, rec: dict[str, Any]) -> None:
         if rec["bytes"] < 0:
@@ -198,8 +204,11 @@ class TransferProfiler:
         if not self.cuda or kind == "device":
             return batch_tree.map_tensors(batch, lambda t: t.to(self.device)) if self.cuda else batch
         if spec.pin_memory and kind != "pinned":
-            self._warn_once("expect-pinned", f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
-                            "DataLoader, or the copy is staged by the driver and blocks")
+            self._warn_once(
+                "expect-pinned",
+                f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
+                "DataLoader, or the copy is staged by the driver and blocks",
+            )
         return self._copier.copy(batch, tensors, kind, spec, rec)
 
     def cpu_work(self) -> CpuWork:
@@ -215,8 +224,10 @@ class TransferProfiler:
 
     def _current(self, what: str) -> dict[str, Any]:
         if self._cur is None:
-            raise MisuseError(f"{what}() must be called inside `for batch in prof.batches(loader):`, "
-                               "after the batch arrives and before the next one is fetched")
+            raise MisuseError(
+                f"{what}() must be called inside `for batch in prof.batches(loader):`, "
+                "after the batch arrives and before the next one is fetched"
+            )
         return self._cur
 
     def _resolve_mode(self, kind: str) -> Mode:

@@ -3,6 +3,7 @@
 The profiler itself only measures; this writes its timeline and meta.json (``profiler.report``),
 with signals held (``profiler.report.signals``), and merges the ranks of a distributed job.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,20 +29,27 @@ def save(prof: TransferProfiler, out: str | Path, partial: bool = False, **extra
     folder.mkdir(parents=True, exist_ok=True)
     files.write_csv(prof.timeline(), folder / files.TIMELINE)
     info: dict[str, Any] = {**ranks, **extra}
-    files.write_json(meta.collect(describe(prof.device), partial=partial, origin_monotonic_ms=prof._origin, **info),
-                     folder / files.META)
+    files.write_json(
+        meta.collect(describe(prof.device), partial=partial, origin_monotonic_ms=prof._origin, **info),
+        folder / files.META,
+    )
     return folder
 
 
-def save_on_exit(prof: TransferProfiler, out: str | Path, exc_type: type[BaseException] | None,
-                 exc: BaseException | None) -> None:
+def save_on_exit(
+    prof: TransferProfiler, out: str | Path, exc_type: type[BaseException] | None, exc: BaseException | None
+) -> None:
     """The report of a ``with TransferProfiler(out=...)`` block, written with signals held: once a
     DataLoader worker has died, torch's SIGCHLD handler raises again when the others exit, and a
     second Ctrl-C may come; either, raised inside the write, would leave no report."""
     why = None if exc_type is None else ("SIGTERM" if exc_type is Terminated else exc_type.__name__)
-    write_held(lambda: prof.save(out, partial=exc_type is not None, interrupted_by=why,
-                                 error=None if exc is None else str(exc)[:500]),
-               replay=exc_type is None, late=None if exc is None else note_on(exc))
+    write_held(
+        lambda: prof.save(
+            out, partial=exc_type is not None, interrupted_by=why, error=None if exc is None else str(exc)[:500]
+        ),
+        replay=exc_type is None,
+        late=None if exc is None else note_on(exc),
+    )
 
 
 def merge_ranks(out: str | Path) -> None:

@@ -1,4 +1,5 @@
 """The timed copy of mode ``staged``: pinprof's own pageable-to-pinned pipeline (``profiler.capture.staging``)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,8 +15,14 @@ from profiler.capture.staging import PinnedStager
 class StagedCopier:
     """Stages each batch through reused pinned buffers; the stage and DMA times go into its record."""
 
-    def __init__(self, device: torch.device, index: int, copy_stream: torch.cuda.Stream | None,
-                 gate: StreamGate | None, nvtx: NvtxEmitter) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        index: int,
+        copy_stream: torch.cuda.Stream | None,
+        gate: StreamGate | None,
+        nvtx: NvtxEmitter,
+    ) -> None:
         self.device, self._index, self._copy_stream, self._gate, self._nvtx = device, index, copy_stream, gate, nvtx
         self._stager: PinnedStager | None = None  # made at the first batch: pinned memory is scarce
 

@@ -15,6 +15,7 @@ Correctness rules, each a known hazard:
 Any size, dtype and layout works: contiguous tensors are cut into flat chunks, non-contiguous ones
 along dim 0 (``copy_`` gathers the strided rows into the buffer). The output is contiguous.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -149,7 +150,7 @@ class PinnedStager:
         dst_rows = dst.reshape(rows_src.shape) if self._cuda else None
         n = rows_src.shape[0]
         for lo in range(0, n, rows_per_chunk):
-            part = rows_src[lo:lo + rows_per_chunk]
+            part = rows_src[lo : lo + rows_per_chunk]
             nbytes = tensor_bytes(part)
             k, buf = self._buffer(nbytes)
             staged = buf[:nbytes].view(src.dtype).view(part.shape)
@@ -166,7 +167,7 @@ class PinnedStager:
                         opened = torch.cuda.Event(enable_timing=True)
                         opened.record(self.stream)
                         first[0] = opened
-                    dst_rows[lo:lo + part.shape[0]].copy_(staged, non_blocking=True)  # type: ignore[index]
+                    dst_rows[lo : lo + part.shape[0]].copy_(staged, non_blocking=True)  # type: ignore[index]
                     done = torch.cuda.Event(enable_timing=True)
                     done.record(self.stream)
                 finally:

@@ -1,4 +1,5 @@
 """The recorder's per-batch raw fields, kept compact so that long runs stay small in memory."""
+
 from __future__ import annotations
 
 from array import array
@@ -11,10 +12,15 @@ from profiler.timeline.schema import RAW_GPU, RAW_HOST
 
 NAN = float("nan")
 
-NUMERIC = ("batch", "bytes", "warmup", "copy_sync") + RAW_HOST  # stored as float64 (exact below 2**53)
-HOST_FIELDS = NUMERIC + ("src_memory",)
-TEMPLATE: dict[str, Any] = {**{k: NAN for k in RAW_HOST}, "bytes": -1, "warmup": False, "copy_sync": False,
-                             "src_memory": ""}
+NUMERIC = ("batch", "bytes", "warmup", "copy_sync", *RAW_HOST)  # stored as float64 (exact below 2**53)
+HOST_FIELDS = (*NUMERIC, "src_memory")
+TEMPLATE: dict[str, Any] = {
+    **{k: NAN for k in RAW_HOST},
+    "bytes": -1,
+    "warmup": False,
+    "copy_sync": False,
+    "src_memory": "",
+}
 _numeric_row = itemgetter(*NUMERIC)
 _H, _G = len(NUMERIC), len(RAW_GPU)
 _GPU_NAN = (NAN,) * _G
@@ -48,15 +54,15 @@ class Store:
         self._gpu[row * _G + field] = value
 
     def _cut(self, n: int) -> None:
-        del self._host[n * _H:]
-        del self._gpu[n * _G:]
+        del self._host[n * _H :]
+        del self._gpu[n * _G :]
         del self._kinds[n:]
 
     def tail(self, n: int) -> dict[str, np.ndarray]:
         """The numeric host fields of the last ``n`` complete rows (copies: an array that exports its
         buffer cannot grow, so no view outlives this call)."""
         rows = min(len(self._kinds), len(self._host) // _H)
-        host = np.frombuffer(self._host, dtype=float, count=rows * _H).reshape(rows, _H)[rows - min(n, rows):].copy()
+        host = np.frombuffer(self._host, dtype=float, count=rows * _H).reshape(rows, _H)[rows - min(n, rows) :].copy()
         return {k: host[:, j] for j, k in enumerate(NUMERIC)}
 
     def host_medians(self, n: int) -> dict[str, float]:
@@ -64,8 +70,11 @@ class Store:
         last = self.tail(n)
         if not len(last["batch"]):
             return {}
-        spans = {"fetch": last["fetch_e"] - last["fetch_s"], "copy": last["call_e"] - last["call_s"],
-                 "batch": last["batch_e"] - last["batch_s"]}
+        spans = {
+            "fetch": last["fetch_e"] - last["fetch_s"],
+            "copy": last["call_e"] - last["call_s"],
+            "batch": last["batch_e"] - last["batch_s"],
+        }
         return {k: float(np.nanmedian(v)) if not np.all(np.isnan(v)) else NAN for k, v in spans.items()}
 
     def columns(self) -> dict[str, Any]:

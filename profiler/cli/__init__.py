@@ -10,6 +10,7 @@ failed run), with one line naming it; 1 a run whose loop failed (its partial rep
 130 Ctrl-C, 143 SIGTERM. Any other exception is a bug: it is shown with its traceback and a line
 asking to report it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ ISSUES = "please report it with the command line and this traceback"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pinprof", description="Per-batch profiler for the host-to-device "
-                                     "path of PyTorch input pipelines.")
+    parser = argparse.ArgumentParser(
+        prog="pinprof", description="Per-batch profiler for the host-to-device path of PyTorch input pipelines."
+    )
     parser.add_argument("--version", action="version", version=f"pinprof {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True

@@ -4,6 +4,7 @@ A verb module has ``add(sub)``, which adds its parser(s) with ``set_defaults(fun
 ``run(args, argv) -> int``. Nothing here imports torch: ``pinprof --help`` and the reading verbs
 start without it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ class Verb(Protocol):
 
 def list_of(kind: Callable[[str], T], name: str, minimum: float, allow_equal: bool = True) -> Callable[[str], list[T]]:
     """A comma list of numbers, each finite and at least (or above) ``minimum``."""
+
     def parse(text: str) -> list[T]:
         values: list[T] = []
         for part in text.split(","):
@@ -49,6 +51,7 @@ def list_of(kind: Callable[[str], T], name: str, minimum: float, allow_equal: bo
                 raise argparse.ArgumentTypeError(f"{name} {part!r} must be {bound}")
             values.append(value)
         return values
+
     return parse
 
 
@@ -59,8 +62,9 @@ def modes(text: str) -> list[str]:
         return list(MODES)
     bad = [m for m in values if m not in MODES]
     if bad or not values:
-        raise argparse.ArgumentTypeError(f"unknown mode {', '.join(bad) or text!r}; choose from "
-                                         f"{', '.join(MODES)} or all")
+        raise argparse.ArgumentTypeError(
+            f"unknown mode {', '.join(bad) or text!r}; choose from {', '.join(MODES)} or all"
+        )
     return values
 
 
@@ -73,6 +77,7 @@ def int_at_least(name: str, minimum: int) -> Callable[[str], int]:
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{name} {text!r} must be {'> 0' if minimum == 1 else f'>= {minimum}'}")
         return value
+
     return parse
 
 

@@ -1,4 +1,5 @@
 """``pinprof bandwidth``: copy bandwidth by size: pageable/pinned H2D, D2H, memcpy, pin_memory()."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,12 @@ from profiler.errors import UsageError
 
 def add(sub: Subparsers) -> None:
     p = sub.add_parser("bandwidth", help="sweep copy bandwidth by size: pageable/pinned H2D, D2H, memcpy, pin_memory()")
-    p.add_argument("--sizes", type=lambda t: [size(x) for x in t.split(",")], default=None,
-                   help="comma list like 64K,1M,1G (default 64 KiB .. 1 GiB)")
+    p.add_argument(
+        "--sizes",
+        type=lambda t: [size(x) for x in t.split(",")],
+        default=None,
+        help="comma list like 64K,1M,1G (default 64 KiB .. 1 GiB)",
+    )
     p.add_argument("--repeats", type=positive_int("--repeats"), default=5)
     p.add_argument("--out", type=Path, default=None, help="folder for bandwidth.csv and bandwidth.png")
     p.add_argument("--device", default="cuda")
@@ -41,6 +46,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     wide.index = [format_size(b) for b in wide.index]
     print(wide.round(2).to_string())
     best = table[table.method.isin(["pinned_h2d", "d2h"])].GBps.max()
-    print(f"peak pinned copy {best:.1f} GB/s; {link}" + (f": limit {limit:.1f} GB/s, {best / limit:.0%} of it" if limit else ""))
+    print(
+        f"peak pinned copy {best:.1f} GB/s; {link}"
+        + (f": limit {limit:.1f} GB/s, {best / limit:.0%} of it" if limit else "")
+    )
     print(f"pinprof bandwidth: wrote {out / 'bandwidth.csv'} and {out / 'bandwidth.png'}")
     return 0

@@ -1,4 +1,5 @@
 """``pinprof diagnose PATH``: name each scenario's bottleneck and the change that pays most."""
+
 from __future__ import annotations
 
 import argparse

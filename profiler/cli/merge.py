@@ -1,4 +1,5 @@
 """``pinprof merge PATH``: merge per-rank reports (``rank<k>/`` folders from torchrun) into one."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     folder = write_merged(args.path)
     tl, meta = merge(folder)
-    print(f"pinprof merge: {len(tl)} batches from ranks {meta['ranks']} -> {folder / 'timeline.csv'}"
-          + ("" if meta["clock_aligned"] else " (ranks on different hosts: clocks not aligned)"))
+    print(
+        f"pinprof merge: {len(tl)} batches from ranks {meta['ranks']} -> {folder / 'timeline.csv'}"
+        + ("" if meta["clock_aligned"] else " (ranks on different hosts: clocks not aligned)")
+    )
     return 0

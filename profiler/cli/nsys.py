@@ -1,4 +1,5 @@
 """``pinprof nsys -- COMMAND``: run a command under Nsight Systems and import the capture."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,9 +11,12 @@ from profiler.errors import UsageError
 
 
 def add(sub: Subparsers) -> None:
-    p = sub.add_parser("nsys", help="run a command under Nsight Systems and import the capture",
-                       description="pinprof nsys [--out DIR] -- COMMAND ...: CUDA + NVTX tracing, then "
-                                   "nsys_timeline.csv (and nsys_compare.csv when DIR holds a pinprof timeline).")
+    p = sub.add_parser(
+        "nsys",
+        help="run a command under Nsight Systems and import the capture",
+        description="pinprof nsys [--out DIR] -- COMMAND ...: CUDA + NVTX tracing, then "
+        "nsys_timeline.csv (and nsys_compare.csv when DIR holds a pinprof timeline).",
+    )
     p.add_argument("--out", type=Path, default=Path("nsys-report"), help="folder for the capture and tables")
     p.add_argument("--capture-range", default=None, help="start capturing at this pinprof NVTX range (e.g. 'batch 10')")
     p.add_argument("--compare", type=Path, default=None, help="pinprof timeline (or report folder) to compare with")
@@ -32,8 +36,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     captured = nsys_run.profile(command, args.out, gpu=torch.cuda.is_available(), capture_range=args.capture_range)
     print(f"pinprof nsys: captured {captured}")
     if captured.suffix == ".qdstrm" and nsys_run.importer_for(nsys_run.find_nsys()) is None:
-        print(f"pinprof nsys: this nsys has no importer; run `pinprof nsys-import {captured}` where Nsight "
-              "Systems' host part is (scripts/get_nsys.sh)")
+        print(
+            f"pinprof nsys: this nsys has no importer; run `pinprof nsys-import {captured}` where Nsight "
+            "Systems' host part is (scripts/get_nsys.sh)"
+        )
         return 0
     compare_with = args.compare or next(iter(sorted(args.out.rglob("timeline.csv"))), None)
     done = nsys_run.import_report(captured, args.out, compare_with)

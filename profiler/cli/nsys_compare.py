@@ -1,4 +1,5 @@
 """``pinprof nsys-compare TIMELINE NSYS_TIMELINE``: pinprof's h2d_ms next to CUPTI's, per batch."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     ours = files.read_timeline(args.timeline)
     theirs = pd.read_csv(args.nsys_timeline)
     if "api_ms" not in theirs:
-        raise UsageError(f"{args.nsys_timeline}: not an nsys_timeline.csv (no api_ms column); make one with "
-                         "pinprof nsys-import")
+        raise UsageError(
+            f"{args.nsys_timeline}: not an nsys_timeline.csv (no api_ms column); make one with pinprof nsys-import"
+        )
     theirs = theirs.assign(scenario=theirs.scenario.fillna("").astype(str))
     table = compare(ours.assign(scenario=ours.scenario.fillna("").astype(str)), theirs)
     print("\n".join(compare_lines(table)))

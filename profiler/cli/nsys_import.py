@@ -1,4 +1,5 @@
 """``pinprof nsys-import REPORT``: turn an nsys capture into nsys_timeline.csv."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,13 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from profiler.render.compare import compare_lines
 
     done = nsys_run.import_report(args.report, args.out, args.compare)
-    print(done.table[["scenario", "batch", "bytes", "src_memory", "h2d_ms", "api_ms", "h2d_call_ms", "fetch_ms",
-                      "batch_ms"]].head(12).to_string(index=False))
+    print(
+        done.table[
+            ["scenario", "batch", "bytes", "src_memory", "h2d_ms", "api_ms", "h2d_call_ms", "fetch_ms", "batch_ms"]
+        ]
+        .head(12)
+        .to_string(index=False)
+    )
     print(f"pinprof nsys-import: {len(done.table)} batches -> {done.out_dir / 'nsys_timeline.csv'}")
     if done.comparison is not None:
         print("\n".join(compare_lines(done.comparison)))

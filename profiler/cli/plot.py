@@ -1,4 +1,5 @@
 """``pinprof plot PATH``: gantt.png and phases.png (and bandwidth.png) for a report."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """``pinprof run``: profile the scenario matrix and write a report folder."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,18 +12,33 @@ from profiler.modes import MODES
 
 
 def add(sub: Subparsers) -> None:
-    p = sub.add_parser("run", help="profile the scenario matrix and write a report folder",
-                       description="Profile transfer modes x loader settings; several values per axis "
-                                   "(e.g. --batch-size 64,1024) run the cross product.")
+    p = sub.add_parser(
+        "run",
+        help="profile the scenario matrix and write a report folder",
+        description="Profile transfer modes x loader settings; several values per axis "
+        "(e.g. --batch-size 64,1024) run the cross product.",
+    )
     p.add_argument("--modes", type=modes, default=list(MODES), help=f"comma list of {', '.join(MODES)} or all")
     p.add_argument("--batch-size", type=list_of(int, "--batch-size", 0, False), default=[64, 1024])
-    p.add_argument("--num-workers", type=list_of(int, "--num-workers", 0), default=[DEFAULT_WORKERS],
-                   help=f"default {DEFAULT_WORKERS}: 4, or the CPU cores if fewer")
+    p.add_argument(
+        "--num-workers",
+        type=list_of(int, "--num-workers", 0),
+        default=[DEFAULT_WORKERS],
+        help=f"default {DEFAULT_WORKERS}: 4, or the CPU cores if fewer",
+    )
     p.add_argument("--prefetch-factor", type=list_of(int, "--prefetch-factor", 0, False), default=[2])
-    p.add_argument("--cpu-work-ms", type=list_of(float, "--cpu-work-ms", 0), default=[2.0],
-                   help="busy CPU work per batch, meant to overlap the copy (ms)")
-    p.add_argument("--compute-ms", type=list_of(float, "--compute-ms", 0), default=[2.0],
-                   help="GPU work per batch (ms; skipped without CUDA)")
+    p.add_argument(
+        "--cpu-work-ms",
+        type=list_of(float, "--cpu-work-ms", 0),
+        default=[2.0],
+        help="busy CPU work per batch, meant to overlap the copy (ms)",
+    )
+    p.add_argument(
+        "--compute-ms",
+        type=list_of(float, "--compute-ms", 0),
+        default=[2.0],
+        help="GPU work per batch (ms; skipped without CUDA)",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--batches", type=positive_int("--batches"), default=40, help="measured batches per scenario")
     g.add_argument("--epochs", type=positive_int("--epochs"), default=None, help="whole epochs instead of --batches")
@@ -38,8 +54,12 @@ def add(sub: Subparsers) -> None:
     p.add_argument("--no-nvtx", action="store_true")
     p.add_argument("--no-calibrate", action="store_true", help="skip the bandwidth calibration")
     p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--nproc", type=positive_int("--nproc"), default=1,
-                   help="run the matrix in N ranks at once (one GPU each; gloo on CPU), merged into one report")
+    p.add_argument(
+        "--nproc",
+        type=positive_int("--nproc"),
+        default=1,
+        help="run the matrix in N ranks at once (one GPU each; gloo on CPU), merged into one report",
+    )
     p.set_defaults(func=run)
 
 
@@ -50,13 +70,28 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise UsageError("--data-root is only read by --dataset cifar10 or imagefolder")
     if args.nproc > 1:
         return _launch(args.nproc, argv)
-    opts = RunOptions(modes=args.modes, batch_sizes=args.batch_size, num_workers=args.num_workers,
-                      prefetch_factors=args.prefetch_factor, cpu_work_ms=args.cpu_work_ms,
-                      compute_ms=args.compute_ms, batches=None if args.epochs else args.batches,
-                      epochs=args.epochs, warmup=args.warmup, dataset=args.dataset, data_root=args.data_root,
-                      download=args.download, image_size=args.image_size, dataset_size=args.dataset_size,
-                      device=args.device, out=args.out, force=args.force, nvtx=not args.no_nvtx,
-                      calibrate=not args.no_calibrate, plots=not args.no_plots)
+    opts = RunOptions(
+        modes=args.modes,
+        batch_sizes=args.batch_size,
+        num_workers=args.num_workers,
+        prefetch_factors=args.prefetch_factor,
+        cpu_work_ms=args.cpu_work_ms,
+        compute_ms=args.compute_ms,
+        batches=None if args.epochs else args.batches,
+        epochs=args.epochs,
+        warmup=args.warmup,
+        dataset=args.dataset,
+        data_root=args.data_root,
+        download=args.download,
+        image_size=args.image_size,
+        dataset_size=args.dataset_size,
+        device=args.device,
+        out=args.out,
+        force=args.force,
+        nvtx=not args.no_nvtx,
+        calibrate=not args.no_calibrate,
+        plots=not args.no_plots,
+    )
     _, interrupted = run_matrix(opts, argv=["pinprof", *argv])
     return {"SIGINT": 130, "SIGTERM": 143}.get(interrupted or "", 0)
 
@@ -68,6 +103,9 @@ def _launch(nproc: int, argv: Sequence[str]) -> int:
     if distributed.in_job():
         raise UsageError("--nproc starts its own ranks; under torchrun leave it out")
     given = list(argv[1:])  # argv[0] is the verb
-    rest = [a for i, a in enumerate(given) if a != "--nproc" and not (i and given[i - 1] == "--nproc")
-            and not a.startswith("--nproc=")]
+    rest = [
+        a
+        for i, a in enumerate(given)
+        if a != "--nproc" and not (i and given[i - 1] == "--nproc") and not a.startswith("--nproc=")
+    ]
     return distributed.launch(nproc, rest)

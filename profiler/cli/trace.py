@@ -1,4 +1,5 @@
 """``pinprof trace PATH -o trace.json``: the timeline as Chrome trace JSON (Perfetto, chrome://tracing)."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """pinprof's CUDA-event figures next to CUPTI's, batch by batch."""
+
 from __future__ import annotations
 
 import numpy as np

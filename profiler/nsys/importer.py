@@ -14,6 +14,7 @@ Each memcpy belongs to the ``batch <n>`` range that encloses its runtime call on
 ``pin`` ranges run on the pin thread, outside any batch range, in completion order rather than batch
 order, so ``pin_ms`` stays empty here.
 """
+
 from __future__ import annotations
 
 import re
@@ -63,59 +64,87 @@ def owner(ranges: pd.DataFrame, tid: pd.Series, start: pd.Series, end: pd.Series
     return out
 
 
+def _ms(x: pd.Series) -> pd.Series:
+    return x / NS_PER_MS
+
+
 def per_batch(nvtx: pd.DataFrame, memcpy: pd.DataFrame, run: str) -> pd.DataFrame:
     """Join NVTX ranges and memcpy records into one row per batch range (vectorised)."""
+    batches = _batch_ranges(nvtx)
+    origin = batches.start.min()
+    first = batches.scenario.str.split("/").str[0]
+    out = pd.DataFrame(
+        {
+            "run": run,
+            "scenario": batches.scenario,
+            "mode": first.where(first.isin(MODES), ""),
+            "batch": batches.batch,
+            "batch_ms": _ms(batches.end - batches.start),
+            "batch_start_ms": _ms(batches.start - origin),
+            "batch_end_ms": _ms(batches.end - origin),
+        }
+    )
+    _add_phases(out, nvtx, batches, origin)
+    return _add_memcpy(out, memcpy, batches, origin)
+
+
+def _batch_ranges(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """The ``batch <n>`` ranges with their batch number and scenario (from the enclosing ``loop`` range)."""
     names = nvtx.name.astype(str)
     batches = nvtx[names.str.match(BATCH.pattern)].copy()
     if batches.empty:
-        raise ReportError("no `batch <n>` NVTX ranges found: was the program wrapped with "
-                          "TransferProfiler.batches(), and traced with --trace=nvtx?")
+        raise ReportError(
+            "no `batch <n>` NVTX ranges found: was the program wrapped with "
+            "TransferProfiler.batches(), and traced with --trace=nvtx?"
+        )
     batches["batch"] = batches.name.str.extract(BATCH.pattern)[0].astype(int)
     loops = nvtx[names.str.match(LOOP.pattern)]
     loop_of = owner(loops, batches.tid, batches.start, batches.end)
     loop_names = loops.name.reindex(loop_of).fillna("").astype(str).to_numpy()
     batches["scenario"] = [n[5:] for n in loop_names]  # "loop <scenario>" -> "<scenario>"
     batches = batches.sort_values("start", ignore_index=True)
-    batches = _drop_exhausted(batches, nvtx)
-    origin = batches.start.min()
+    return _drop_exhausted(batches, nvtx)
 
-    def ms(x: pd.Series) -> pd.Series:
-        return x / NS_PER_MS
 
-    first = batches.scenario.str.split("/").str[0]
-    out = pd.DataFrame({"run": run, "scenario": batches.scenario, "mode": first.where(first.isin(MODES), ""),
-                        "batch": batches.batch, "batch_ms": ms(batches.end - batches.start),
-                        "batch_start_ms": ms(batches.start - origin), "batch_end_ms": ms(batches.end - origin)})
+def _add_phases(out: pd.DataFrame, nvtx: pd.DataFrame, batches: pd.DataFrame, origin: float) -> None:
+    """Each phase's summed duration and first-start/last-end interval per batch, from its NVTX ranges."""
     phases = nvtx[nvtx.name.isin(PHASE_NAMES)].copy()
     phases["owner"] = owner(batches, phases.tid, phases.start, phases.end)
     phases = phases[phases.owner >= 0]
-    agg = phases.assign(dur=phases.end - phases.start).groupby(["owner", "name"]).agg(
-        dur=("dur", "sum"), s=("start", "min"), e=("end", "max"))
+    agg = (
+        phases.assign(dur=phases.end - phases.start)
+        .groupby(["owner", "name"])
+        .agg(dur=("dur", "sum"), s=("start", "min"), e=("end", "max"))
+    )
     for phase in PHASE_NAMES:
         if phase not in agg.index.get_level_values("name"):
             continue
         g = agg.xs(phase, level="name")
         key = "h2d_call" if phase == "h2d" else phase
-        out[f"{key}_ms"] = ms(g.dur).reindex(out.index)
+        out[f"{key}_ms"] = _ms(g.dur).reindex(out.index)
         if phase != "h2d":  # h2d's interval is CUPTI's, below
-            out[f"{phase}_start_ms"] = ms(g.s - origin).reindex(out.index)
-            out[f"{phase}_end_ms"] = ms(g.e - origin).reindex(out.index)
+            out[f"{phase}_start_ms"] = _ms(g.s - origin).reindex(out.index)
+            out[f"{phase}_end_ms"] = _ms(g.e - origin).reindex(out.index)
+
+
+def _add_memcpy(out: pd.DataFrame, memcpy: pd.DataFrame, batches: pd.DataFrame, origin: float) -> pd.DataFrame:
+    """CUPTI's h2d interval, bytes, source memory, API time and span per batch; the typed table."""
     cp = memcpy.copy()
     cp["owner"] = owner(batches, cp.tid, cp.api_start) if len(cp) and cp.api_start.notna().all() else -1
     cp = cp[cp.owner >= 0]
     g = cp.assign(api=cp.api_end - cp.api_start).groupby("owner")
     counts = g.size().reindex(out.index, fill_value=0)
     kinds = g.src_memory.agg(lambda k: k.iloc[0] if k.nunique() == 1 else "mixed")
-    out["h2d_start_ms"] = ms(g.start.min() - origin).reindex(out.index)
-    out["h2d_end_ms"] = ms(g.end.max() - origin).reindex(out.index)
+    out["h2d_start_ms"] = _ms(g.start.min() - origin).reindex(out.index)
+    out["h2d_end_ms"] = _ms(g.end.max() - origin).reindex(out.index)
     out["h2d_ms"] = out.h2d_end_ms - out.h2d_start_ms
     out["bytes"] = g.bytes.sum().reindex(out.index, fill_value=0).astype("int64")
     out["src_memory"] = kinds.reindex(out.index).fillna("")
-    api = ms(g.api.sum()).reindex(out.index)
+    api = _ms(g.api.sum()).reindex(out.index)
     result = conform(out)
     result["api_ms"] = api.astype(float).to_numpy()
     result["memcpy_count"] = counts.astype(int).to_numpy()
-    result["h2d_span_ms"] = ms(g.end.max() - g.api_start.min()).reindex(out.index).astype(float).to_numpy()
+    result["h2d_span_ms"] = _ms(g.end.max() - g.api_start.min()).reindex(out.index).astype(float).to_numpy()
     return result
 
 

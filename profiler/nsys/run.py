@@ -7,6 +7,7 @@ Where only Nsight Systems' target part is installed (as on a GPU machine with th
 package), ``nsys`` leaves a ``.qdstrm`` that it cannot turn into a report; ``pinprof nsys-import``
 converts it where the host part is (``QdstrmImporter``), then exports and imports it.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,10 +21,10 @@ from typing import NamedTuple
 import pandas as pd
 
 from profiler.errors import NsysError
-from profiler.settings import current
 from profiler.nsys.compare import compare
 from profiler.nsys.importer import import_sqlite
 from profiler.report import files as report_io
+from profiler.settings import current
 
 HOW_TO_GET = (
     "Nsight Systems (nsys) was not found on PATH or at $PINPROF_NSYS. Install it from NVIDIA, or unpack "
@@ -60,8 +61,16 @@ def _run(args: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
 
 
 def profile_args(nsys: Path, out: Path, command: Sequence[str], gpu: bool, capture_range: str | None) -> list[str]:
-    args = [str(nsys), "profile", f"--trace={'cuda,nvtx' if gpu else 'nvtx'}", "--sample=none",
-            "--cpuctxsw=none", "--force-overwrite=true", "-o", str(out / "report")]
+    args = [
+        str(nsys),
+        "profile",
+        f"--trace={'cuda,nvtx' if gpu else 'nvtx'}",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--force-overwrite=true",
+        "-o",
+        str(out / "report"),
+    ]
     if capture_range:
         args += ["--capture-range=nvtx", f"--nvtx-capture={capture_range}@pinprof"]
     return [*args, *command]  # nsys takes no "--" separator: the first non-option starts the command
@@ -85,8 +94,10 @@ def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
     if path.suffix == ".qdstrm":
         importer = importer_for(nsys)
         if importer is None:
-            raise NsysError(f"{path}: converting a .qdstrm needs Nsight Systems' host part (QdstrmImporter); "
-                            "scripts/get_nsys.sh unpacks one")
+            raise NsysError(
+                f"{path}: converting a .qdstrm needs Nsight Systems' host part (QdstrmImporter); "
+                "scripts/get_nsys.sh unpacks one"
+            )
         rep = path.with_suffix(".nsys-rep")
         res = subprocess.run([str(importer), "-i", str(path), "-o", str(rep), "-f"], capture_output=True, text=True)
         if not rep.is_file():
@@ -94,14 +105,18 @@ def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
         if res.returncode != 0:
             # It exits 3 when some raw events could not be processed but still writes the report
             # (seen importing an H200 capture here); the tables we read are then usually intact.
-            print(f"pinprof: QdstrmImporter reported errors (exit {res.returncode}) but wrote {rep.name}; "
-                  "open it in the GUI's Diagnostics Summary for details", file=sys.stderr)
+            print(
+                f"pinprof: QdstrmImporter reported errors (exit {res.returncode}) but wrote {rep.name}; "
+                "open it in the GUI's Diagnostics Summary for details",
+                file=sys.stderr,
+            )
         path = rep
     if path.suffix != ".nsys-rep":
         raise NsysError(f"{path}: expected a .sqlite, .nsys-rep or .qdstrm file")
     out = path.with_suffix(".sqlite")
-    _run([str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
-         "nsys export")
+    _run(
+        [str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)], "nsys export"
+    )
     return out
 
 

@@ -11,6 +11,7 @@ Tables read (names as in nsys 2022.4 - 2025.x):
   for its host duration and thread.
 A CPU-only capture has no CUPTI tables: the GPU columns are then empty.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -38,8 +39,10 @@ def read_nvtx(con: sqlite3.Connection) -> pd.DataFrame:
     """Push/pop ranges with their names: columns start, end (ns), name, tid, domain."""
     tables = _tables(con)
     if "NVTX_EVENTS" not in tables:
-        raise ReportError("no NVTX_EVENTS table in this export: the capture recorded no NVTX. Profile with "
-                          "--trace=nvtx (pinprof nsys does) and check that the program was instrumented")
+        raise ReportError(
+            "no NVTX_EVENTS table in this export: the capture recorded no NVTX. Profile with "
+            "--trace=nvtx (pinprof nsys does) and check that the program was instrumented"
+        )
     cols = _columns(con, "NVTX_EVENTS")
     text = "e.text" if "text" in cols else "NULL"
     if "textId" in cols and "StringIds" in tables:
@@ -51,7 +54,9 @@ def read_nvtx(con: sqlite3.Connection) -> pd.DataFrame:
     tid = "e.globalTid" if "globalTid" in cols else "0"
     frame = pd.read_sql_query(
         f"SELECT e.start AS start, e.end AS end, e.eventType AS type, {name} AS name, {tid} AS tid, "
-        f"{domain} AS domain FROM NVTX_EVENTS e {join}", con)
+        f"{domain} AS domain FROM NVTX_EVENTS e {join}",
+        con,
+    )
     domains = frame[frame.type == DOMAIN_CREATE]
     ours = set(domains.loc[domains.name == "pinprof", "domain"])
     ranges = frame[(frame.type == PUSH_POP) & frame.end.notna() & frame.name.notna()].copy()
@@ -74,12 +79,17 @@ def read_memcpy(con: sqlite3.Connection) -> pd.DataFrame:
                 if key in low:
                     kinds[int(val)] = key
     runtime = "CUPTI_ACTIVITY_KIND_RUNTIME" in tables
-    join = ("LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId" if runtime else "")
-    api = "r.start AS api_start, r.end AS api_end, r.globalTid AS tid" if runtime else \
-        "NULL AS api_start, NULL AS api_end, NULL AS tid"
+    join = "LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId" if runtime else ""
+    api = (
+        "r.start AS api_start, r.end AS api_end, r.globalTid AS tid"
+        if runtime
+        else "NULL AS api_start, NULL AS api_end, NULL AS tid"
+    )
     frame = pd.read_sql_query(
         f"SELECT m.start AS start, m.end AS end, m.bytes AS bytes, m.srcKind AS src_kind, {api} "
-        f"FROM CUPTI_ACTIVITY_KIND_MEMCPY m {join} WHERE m.copyKind = 1", con)
+        f"FROM CUPTI_ACTIVITY_KIND_MEMCPY m {join} WHERE m.copyKind = 1",
+        con,
+    )
     frame["src_memory"] = frame.pop("src_kind").map(lambda k: kinds.get(int(k), f"kind{k}"))
     return frame[cols]
 

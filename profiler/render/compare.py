@@ -1,4 +1,5 @@
 """An nsys comparison table (``profiler.nsys.compare``) as the lines ``pinprof nsys*`` print."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -14,6 +15,8 @@ def compare_lines(table: pd.DataFrame) -> list[str]:
         gb = big[(big.scenario == scen) & (big.src_memory == mem)]
         rel = gb.rel_diff.abs() if len(gb) else g.rel_diff.abs()
         ref = g.reference.iloc[0] if "reference" in g else "memcpy"
-        lines.append(f"{scen} [{mem}]: {len(g)} batches, pinprof h2d {g.h2d_ms_pinprof.median():.4f} ms, CUPTI ({ref}) "
-                     f"{g.h2d_ms_cupti.median():.4f} ms, |rel diff| median {rel.median():.2%} p90 {rel.quantile(0.9):.2%}")
+        lines.append(
+            f"{scen} [{mem}]: {len(g)} batches, pinprof h2d {g.h2d_ms_pinprof.median():.4f} ms, CUPTI ({ref}) "
+            f"{g.h2d_ms_cupti.median():.4f} ms, |rel diff| median {rel.median():.2%} p90 {rel.quantile(0.9):.2%}"
+        )
     return lines

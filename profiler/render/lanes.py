@@ -1,4 +1,5 @@
 """Where each phase runs, for pictures and traces: four lanes, one per thread or stream."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -9,7 +10,6 @@ LANES: dict[str, tuple[str, ...]] = {
     "copy stream": ("h2d",),
     "compute stream": ("compute",),
 }
-
 
 
 def with_labels(tl: pd.DataFrame) -> pd.DataFrame:
@@ -36,9 +36,13 @@ def intervals(tl: pd.DataFrame) -> pd.DataFrame:
                 mid = s + tl.hidden_stage_ms
                 part.loc[split[ok].to_numpy(), "phase"] = "dma"
                 part.loc[split[ok].to_numpy(), "start_ms"] = mid[split]
-                stage = tl.loc[split, ["scenario", "batch"]].assign(lane=lane, phase="hidden_stage",
-                                                                    start_ms=s[split], end_ms=mid[split])
+                stage = tl.loc[split, ["scenario", "batch"]].assign(
+                    lane=lane, phase="hidden_stage", start_ms=s[split], end_ms=mid[split]
+                )
                 rows.append(stage)
             rows.append(part)
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        columns=["scenario", "batch", "lane", "phase", "start_ms", "end_ms"])
+    return (
+        pd.concat(rows, ignore_index=True)
+        if rows
+        else pd.DataFrame(columns=["scenario", "batch", "lane", "phase", "start_ms", "end_ms"])
+    )

@@ -1,4 +1,5 @@
 """Markdown a person reads: the summary table and the diagnosis."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,13 +7,22 @@ import pandas as pd
 
 from profiler.analysis.findings import Diagnosis
 
-MD_COLUMNS = [("scenario", "scenario", "{}"), ("batches", "n", "{}"), ("bytes", "MiB", "{:.2f}"),
-              ("fetch_ms_p50", "fetch", "{:.3f}"), ("pin_ms_p50", "pin", "{:.3f}"),
-              ("stage_ms_p50", "stage", "{:.3f}"), ("h2d_ms_p50", "h2d", "{:.3f}"),
-              ("h2d_GBps", "GB/s", "{:.1f}"), ("cpu_work_ms_p50", "cpu", "{:.3f}"),
-              ("compute_ms_p50", "gpu", "{:.3f}"), ("wait_ms_p50", "wait", "{:.3f}"),
-              ("overlap_ms_p50", "overlap", "{:.3f}"), ("batch_ms_p50", "batch", "{:.3f}"),
-              ("exposed_pct", "exposed %", "{:.1f}")]
+MD_COLUMNS = [
+    ("scenario", "scenario", "{}"),
+    ("batches", "n", "{}"),
+    ("bytes", "MiB", "{:.2f}"),
+    ("fetch_ms_p50", "fetch", "{:.3f}"),
+    ("pin_ms_p50", "pin", "{:.3f}"),
+    ("stage_ms_p50", "stage", "{:.3f}"),
+    ("h2d_ms_p50", "h2d", "{:.3f}"),
+    ("h2d_GBps", "GB/s", "{:.1f}"),
+    ("cpu_work_ms_p50", "cpu", "{:.3f}"),
+    ("compute_ms_p50", "gpu", "{:.3f}"),
+    ("wait_ms_p50", "wait", "{:.3f}"),
+    ("overlap_ms_p50", "overlap", "{:.3f}"),
+    ("batch_ms_p50", "batch", "{:.3f}"),
+    ("exposed_pct", "exposed %", "{:.1f}"),
+]
 
 
 def summary_table(summary: pd.DataFrame) -> str:
@@ -31,8 +41,7 @@ def summary_table(summary: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n\nMedians over measured batches, in ms; empty = not measured.\n"
 
 
-def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None,
-                ranks: list[str] | None = None) -> str:
+def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None, ranks: list[str] | None = None) -> str:
     """The report a person reads: verdict, evidence, ranked changes, then the mode comparison."""
     lines = []
     for d in diags:
@@ -40,7 +49,9 @@ def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None,
         if not d.findings:
             lines.append("- no bottleneck rule fired: the phases are balanced.")
         for i, fd in enumerate(d.findings):
-            lines.append(f"{'**Verdict**' if i == 0 else '- also'}: {fd.verdict.value.replace('_', ' ')} - {fd.evidence}")
+            lines.append(
+                f"{'**Verdict**' if i == 0 else '- also'}: {fd.verdict.value.replace('_', ' ')} - {fd.evidence}"
+            )
             for c in sorted(fd.changes, key=lambda c: -c.gain_ms):
                 gain = f" (saves about {c.gain_ms:.3f} ms/batch)" if c.gain_ms > 0 else ""
                 lines.append(f"    - change: {c.what}{gain}")

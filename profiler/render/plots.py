@@ -2,6 +2,7 @@
 
 matplotlib is imported here, where it is used, with the non-interactive Agg backend.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,9 +15,18 @@ from profiler.render.lanes import LANES, intervals, with_labels
 from profiler.render.palette import COLORS
 from profiler.units import format_size
 
-LABELS = {"fetch": "fetch (wait on loader)", "pin": "pin (pin thread; inside fetch when num_workers=0)", "stage": "stage (explicit memcpy)",
-          "h2d": "h2d (copy on GPU)", "hidden_stage": "hidden staging (driver)", "dma": "DMA",
-          "cpu_work": "CPU work", "compute": "GPU compute", "wait": "wait for copy (exposed)", "other": "other"}
+LABELS = {
+    "fetch": "fetch (wait on loader)",
+    "pin": "pin (pin thread; inside fetch when num_workers=0)",
+    "stage": "stage (explicit memcpy)",
+    "h2d": "h2d (copy on GPU)",
+    "hidden_stage": "hidden staging (driver)",
+    "dma": "DMA",
+    "cpu_work": "CPU work",
+    "compute": "GPU compute",
+    "wait": "wait for copy (exposed)",
+    "other": "other",
+}
 
 
 def _plt():  # type: ignore[no-untyped-def]
@@ -45,8 +55,7 @@ def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
         t0 = rows.loc[rows.scenario == name, "batch_start_ms"].min()
         for _, r in part.iterrows():
             y = lanes.index(r.lane)
-            ax.barh(y, r.end_ms - r.start_ms, left=r.start_ms - t0, height=0.7, color=COLORS[r.phase],
-                    edgecolor="none")
+            ax.barh(y, r.end_ms - r.start_ms, left=r.start_ms - t0, height=0.7, color=COLORS[r.phase], edgecolor="none")
             used.add(r.phase)
         for b in rows[rows.scenario == name].batch_start_ms:
             ax.axvline(b - t0, color="#999999", lw=0.6, ls=":")
@@ -56,8 +65,14 @@ def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
         ax.tick_params(axis="x", labelsize=8)
     axes[-1, 0].set_xlabel("time from the first plotted batch's start (ms); dotted lines: batch starts")
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[p]) for p in COLORS if p in used]
-    fig.legend(handles, [LABELS[p] for p in COLORS if p in used], loc="upper center", ncol=min(5, len(handles)),
-               fontsize=8, frameon=False)
+    fig.legend(
+        handles,
+        [LABELS[p] for p in COLORS if p in used],
+        loc="upper center",
+        ncol=min(5, len(handles)),
+        fontsize=8,
+        frameon=False,
+    )
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (1.7 + 1.25 * len(scen))))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -71,7 +86,9 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
     """Median main-thread time per batch by phase, one bar per scenario; h2d, pin and compute marked."""
     plt = _plt()
     rows = with_labels(tl[~tl.warmup])
-    med = rows.groupby("scenario", sort=False)[[f"{p}_ms" for p in (*MAIN_STACK, "batch", "h2d", "pin", "compute")]].median()
+    med = rows.groupby("scenario", sort=False)[
+        [f"{p}_ms" for p in (*MAIN_STACK, "batch", "h2d", "pin", "compute")]
+    ].median()
     med = med.fillna(0.0)
     other = (med.batch_ms - med[[f"{p}_ms" for p in MAIN_STACK]].sum(axis=1)).clip(lower=0)
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * len(med)))
@@ -80,18 +97,36 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
     for p in MAIN_STACK:
         ax.barh(y, med[f"{p}_ms"], left=left, color=COLORS[p], label=LABELS[p], height=0.6)
         left += med[f"{p}_ms"].to_numpy()
-    ax.barh(y, other, left=left, color=COLORS["other"], label="other main-thread time (incl. waiting on the GPU)",
-            height=0.6)
+    ax.barh(
+        y,
+        other,
+        left=left,
+        color=COLORS["other"],
+        label="other main-thread time (incl. waiting on the GPU)",
+        height=0.6,
+    )
     for p, marker in (("h2d", "|"), ("pin", "x"), ("compute", "^")):
         vals = med[f"{p}_ms"]
-        ax.scatter(vals.where(vals > 0), y, marker=marker, color=COLORS[p], s=60, zorder=3,
-                   label=f"{LABELS[p]} (median, not stacked)")
+        ax.scatter(
+            vals.where(vals > 0),
+            y,
+            marker=marker,
+            color=COLORS[p],
+            s=60,
+            zorder=3,
+            label=f"{LABELS[p]} (median, not stacked)",
+        )
     ax.set_yticks(y, med.index, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("median time per batch (ms)")
     ax.set_title("Where each batch's time goes (main thread stacked; markers: other threads/streams)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.6 / (1.2 + 0.5 * len(med)) - 0.08),
-              ncol=3, frameon=False)
+    ax.legend(
+        fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.6 / (1.2 + 0.5 * len(med)) - 0.08),
+        ncol=3,
+        frameon=False,
+    )
     fig.set_figheight(2.4 + 0.5 * len(med))
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -3,6 +3,7 @@
 One process per scenario, one thread per lane (main thread, pin step, copy stream, compute
 stream); each phase a complete ("X") event in microseconds, with the batch number in its args.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from profiler.render.lanes import LANES, intervals, with_labels
 from profiler.atomic import write_text_atomic
+from profiler.render.lanes import LANES, intervals, with_labels
 
 
 def chrome_trace(tl: pd.DataFrame) -> dict[str, Any]:
@@ -27,14 +28,32 @@ def chrome_trace(tl: pd.DataFrame) -> dict[str, Any]:
             events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
     iv = intervals(tl)
     for r in iv.itertuples():
-        events.append({"ph": "X", "cat": "pinprof", "name": r.phase, "pid": scen.index(r.scenario) + 1,
-                       "tid": lanes.index(r.lane) + 1, "ts": round(r.start_ms * 1e3, 3),
-                       "dur": round((r.end_ms - r.start_ms) * 1e3, 3), "args": {"batch": int(r.batch)}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "pinprof",
+                "name": r.phase,
+                "pid": scen.index(r.scenario) + 1,
+                "tid": lanes.index(r.lane) + 1,
+                "ts": round(r.start_ms * 1e3, 3),
+                "dur": round((r.end_ms - r.start_ms) * 1e3, 3),
+                "args": {"batch": int(r.batch)},
+            }
+        )
     for r in tl.itertuples():
         if pd.notna(r.batch_start_ms) and pd.notna(r.batch_end_ms):
-            events.append({"ph": "X", "cat": "pinprof", "name": f"batch {r.batch}", "pid": scen.index(r.scenario) + 1,
-                           "tid": 1, "ts": round(r.batch_start_ms * 1e3, 3),
-                           "dur": round((r.batch_end_ms - r.batch_start_ms) * 1e3, 3), "args": {"bytes": int(r.bytes)}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "pinprof",
+                    "name": f"batch {r.batch}",
+                    "pid": scen.index(r.scenario) + 1,
+                    "tid": 1,
+                    "ts": round(r.batch_start_ms * 1e3, 3),
+                    "dur": round((r.batch_end_ms - r.batch_start_ms) * 1e3, 3),
+                    "args": {"bytes": int(r.bytes)},
+                }
+            )
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 

@@ -1,4 +1,5 @@
 """A report folder's file names, and readers that fail with a clear message (writers: ``profiler.atomic``)."""
+
 from __future__ import annotations
 
 import io
@@ -17,8 +18,19 @@ SUMMARY = "summary.csv"
 META = "meta.json"
 CALIBRATION = "calibration.csv"
 
-__all__ = ["CALIBRATION", "META", "SUMMARY", "TIMELINE", "read_calibration", "read_json", "read_timeline",
-           "resolve_timeline_path", "write_csv", "write_json", "write_text_atomic"]
+__all__ = [
+    "CALIBRATION",
+    "META",
+    "SUMMARY",
+    "TIMELINE",
+    "read_calibration",
+    "read_json",
+    "read_timeline",
+    "resolve_timeline_path",
+    "write_csv",
+    "write_json",
+    "write_text_atomic",
+]
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -40,8 +52,9 @@ def resolve_timeline_path(path: Path) -> Path:
         for name in (TIMELINE, "nsys_timeline.csv"):
             if (path / name).is_file():
                 return path / name
-        raise ReportError(f"{path}: no {TIMELINE} in this folder; pass a report folder made by `pinprof run` "
-                          "or a timeline CSV")
+        raise ReportError(
+            f"{path}: no {TIMELINE} in this folder; pass a report folder made by `pinprof run` or a timeline CSV"
+        )
     if not path.exists():
         raise ReportError(f"{path}: no such file or folder")
     return path
@@ -74,8 +87,10 @@ def read_timeline(path: Path) -> pd.DataFrame:
         raise ReportError(f"{path}: not a CSV file pinprof can read ({str(err).splitlines()[0]})") from err
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
-        raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; is this a pinprof timeline? "
-                          f"(found: {', '.join(map(str, raw.columns[:8]))})")
+        raise ReportError(
+            f"{path}: missing column(s) {', '.join(missing)}; is this a pinprof timeline? "
+            f"(found: {', '.join(map(str, raw.columns[:8]))})"
+        )
     bad: list[str] = []
     for col, dtype in SCHEMA.items():
         if col not in raw:

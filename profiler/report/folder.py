@@ -3,6 +3,7 @@
 Files: timeline.csv (one row per batch), summary.csv and summary.md (one row per scenario),
 meta.json, calibration.csv (when calibrated), diagnosis.md, gantt.png and phases.png.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -32,8 +33,14 @@ def write_diagnosis(folder: Path, text: str, partial: str = "") -> None:
     files.write_text_atomic(folder / "diagnosis.md", f"# pinprof diagnosis: {folder.name}{partial}\n\n{text}")
 
 
-def write_report(out: Path, tl: pd.DataFrame, info: dict[str, Any], per_epoch: dict[str, int],
-                 echo: Callable[[str], None], plots: bool = True) -> None:
+def write_report(
+    out: Path,
+    tl: pd.DataFrame,
+    info: dict[str, Any],
+    per_epoch: dict[str, int],
+    echo: Callable[[str], None],
+    plots: bool = True,
+) -> None:
     """Write timeline, summary and metadata (atomically), then the diagnosis and, if asked, the plots."""
     files.write_csv(tl, out / files.TIMELINE)
     summ = summarize(tl, per_epoch)

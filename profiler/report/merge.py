@@ -7,6 +7,7 @@ its origin minus the earliest one, so all ranks share the earliest rank's zero. 
 different hosts have unrelated monotonic clocks: their intervals are merged unaligned, and
 meta.json says so (``clock_aligned: false``).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,8 +22,10 @@ from profiler.timeline.schema import INTERVALS, concat
 
 
 def rank_folders(folder: Path) -> list[Path]:
-    found = sorted((p for p in Path(folder).glob("rank*") if (p / report_io.TIMELINE).is_file()),
-                   key=lambda p: int(p.name[4:]) if p.name[4:].isdigit() else 1 << 30)
+    found = sorted(
+        (p for p in Path(folder).glob("rank*") if (p / report_io.TIMELINE).is_file()),
+        key=lambda p: int(p.name[4:]) if p.name[4:].isdigit() else 1 << 30,
+    )
     if not found:
         raise ReportError(f"{folder}: no rank<k>/timeline.csv folders to merge")
     return found
@@ -44,9 +47,13 @@ def merge(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         parts = [p.assign(**{c: p[c] + (o - zero) for c in INTERVALS}) for p, o in zip(parts, known)]
     merged = concat(parts)
     meta = dict(metas[0])
-    meta.update(ranks=[int(m.get("rank", i)) for i, m in enumerate(metas)], world_size=len(metas),
-                clock_aligned=aligned, partial=any(m.get("partial") for m in metas),
-                merged_from=[str(p) for p in rank_folders(folder)])
+    meta.update(
+        ranks=[int(m.get("rank", i)) for i, m in enumerate(metas)],
+        world_size=len(metas),
+        clock_aligned=aligned,
+        partial=any(m.get("partial") for m in metas),
+        merged_from=[str(p) for p in rank_folders(folder)],
+    )
     return merged, meta
 
 

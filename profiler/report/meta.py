@@ -1,4 +1,5 @@
 """The sidecar metadata (meta.json) that makes a report readable and comparable later."""
+
 from __future__ import annotations
 
 import os

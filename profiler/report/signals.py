@@ -1,5 +1,6 @@
 """SIGTERM as an exception in the main thread, so that reports are written as for Ctrl-C; signals held
 while a report is written, so that a second one cannot leave it unwritten."""
+
 from __future__ import annotations
 
 import signal
@@ -87,7 +88,7 @@ class SignalsHeld:
             elif callable(self.previous[s]):
                 try:
                     self.previous[s](s, None)
-                except BaseException as err:  # noqa: BLE001 -- handed over, not lost
+                except BaseException as err:
                     late(err)
 
 
@@ -99,8 +100,9 @@ def _deliver(signum: int, handler: Any) -> None:
         signal.raise_signal(signum)  # the default action (e.g. terminate), the handler being restored
 
 
-def write_held(write: Callable[[], T], replay: bool = True, attempts: int = 3,
-               late: Callable[[BaseException], None] | None = None) -> T:
+def write_held(
+    write: Callable[[], T], replay: bool = True, attempts: int = 3, late: Callable[[BaseException], None] | None = None
+) -> T:
     """``write()`` with signals held, so that a report is complete however the run ends.
 
     A handler can still fire in the instant before the hold is in place (a signal already pending
@@ -139,6 +141,8 @@ def write_held(write: Callable[[], T], replay: bool = True, attempts: int = 3,
 def note_on(exc: BaseException) -> Callable[[BaseException], None]:
     """A ``late`` for ``write_held``: what a late handler raised becomes a note on ``exc``, shown
     under its traceback (e.g. "DataLoader worker (pid 7) is killed" under a ConnectionResetError)."""
+
     def add(err: BaseException) -> None:
         exc.add_note(f"pinprof: then, while the report was written: {type(err).__name__}: {err}")
+
     return add

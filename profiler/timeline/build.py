@@ -4,6 +4,7 @@ The columns and their units are listed in ``profiler.timeline.schema``. Host fie
 ``now_ms`` clock; GPU fields are ms since the first anchor event, put on the host clock by a
 ``ClockMap``; without one (a CPU device) compute is host-timed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -54,17 +55,24 @@ def build_timeline(
     out["overlap_start_ms"], out["overlap_end_ms"] = np.where(positive, ov_s, np.nan), np.where(positive, ov_e, np.nan)
     out["overlap_ms"] = overlap
     _interval(out, "batch", f["batch_s"], f["batch_e"])
-    frame = pd.DataFrame({
-        **{k: static.get(k) for k in ("run", "scenario", "mode")},
-        "batch": raw["batch"], "warmup": raw["warmup"],
-        **{k: static.get(k, d) for k, d in (("rank", 0), ("local_rank", 0), ("world_size", 1))},
-        "bytes": raw["bytes"], "src_memory": raw["src_memory"], **out,
-        **{k: static.get(k) for k in CONFIG},
-    }, index=pd.RangeIndex(n))
+    frame = pd.DataFrame(
+        {
+            **{k: static.get(k) for k in ("run", "scenario", "mode")},
+            "batch": raw["batch"],
+            "warmup": raw["warmup"],
+            **{k: static.get(k, d) for k, d in (("rank", 0), ("local_rank", 0), ("world_size", 1))},
+            "bytes": raw["bytes"],
+            "src_memory": raw["src_memory"],
+            **out,
+            **{k: static.get(k) for k in CONFIG},
+        },
+        index=pd.RangeIndex(n),
+    )
     return conform(frame)
 
 
-def _interval(out: dict[str, Any], phase: str, start: np.ndarray, end: np.ndarray,
-              duration: np.ndarray | None = None) -> None:
+def _interval(
+    out: dict[str, Any], phase: str, start: np.ndarray, end: np.ndarray, duration: np.ndarray | None = None
+) -> None:
     out[f"{phase}_start_ms"], out[f"{phase}_end_ms"] = start, end
     out[f"{phase}_ms"] = end - start if duration is None else np.where(np.isnan(start), np.nan, duration)

@@ -3,6 +3,7 @@
 The rate climbs steeply with size below about 4 MiB (5.5 GB/s at 64 KiB, 37 at 768 KiB, 54 at
 12.5 MiB on the H200, ``pinprof bandwidth``), so it is interpolated in log-size.
 """
+
 from __future__ import annotations
 
 import numpy as np

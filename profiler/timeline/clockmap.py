@@ -1,4 +1,5 @@
 """The map from GPU event times onto the host clock (built by ``profiler.capture.cuda.anchor``)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -32,6 +32,7 @@ configuration
     device (str), batch_size (Int64), num_workers (Int64), pin_memory (boolean), non_blocking (boolean),
     prefetch_factor (Int64; empty with no workers)
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -40,20 +41,41 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
 PHASES: tuple[str, ...] = ("fetch", "pin", "stage", "h2d", "cpu_work", "compute", "wait", "overlap", "batch")
 DURATIONS: tuple[str, ...] = (
-    "fetch_ms", "pin_ms", "stage_ms", "h2d_ms", "h2d_call_ms", "dma_ms", "hidden_stage_ms",
-    "cpu_work_ms", "compute_ms", "wait_ms", "overlap_ms", "batch_ms",
+    "fetch_ms",
+    "pin_ms",
+    "stage_ms",
+    "h2d_ms",
+    "h2d_call_ms",
+    "dma_ms",
+    "hidden_stage_ms",
+    "cpu_work_ms",
+    "compute_ms",
+    "wait_ms",
+    "overlap_ms",
+    "batch_ms",
 )
 INTERVALS: tuple[str, ...] = tuple(f"{p}_{edge}_ms" for p in PHASES for edge in ("start", "end"))
 IDENTITY: dict[str, str] = {
-    "run": "str", "scenario": "str", "mode": "str", "batch": "int64", "warmup": "bool",
-    "rank": "int64", "local_rank": "int64", "world_size": "int64", "bytes": "int64", "src_memory": "str",
+    "run": "str",
+    "scenario": "str",
+    "mode": "str",
+    "batch": "int64",
+    "warmup": "bool",
+    "rank": "int64",
+    "local_rank": "int64",
+    "world_size": "int64",
+    "bytes": "int64",
+    "src_memory": "str",
 }
 CONFIG: dict[str, str] = {
-    "device": "str", "batch_size": "Int64", "num_workers": "Int64", "pin_memory": "boolean",
-    "non_blocking": "boolean", "prefetch_factor": "Int64",
+    "device": "str",
+    "batch_size": "Int64",
+    "num_workers": "Int64",
+    "pin_memory": "boolean",
+    "non_blocking": "boolean",
+    "prefetch_factor": "Int64",
 }
 # What a missing identity column means in a file from elsewhere (an nsys import, an older version).
 DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_size": 1}
@@ -62,8 +84,25 @@ COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 
 # Raw per-batch fields the recorder fills: host times in ms on the now_ms clock, GPU times in ms
 # elapsed since the first anchor event (NaN when absent).
-RAW_HOST = ("batch_s", "batch_e", "fetch_s", "fetch_e", "pin_s", "pin_e", "stage_s", "stage_e",
-            "call_s", "call_e", "cpu_s", "cpu_e", "cpu_sum", "comp_s", "comp_e", "comp_sum", "request")
+RAW_HOST = (
+    "batch_s",
+    "batch_e",
+    "fetch_s",
+    "fetch_e",
+    "pin_s",
+    "pin_e",
+    "stage_s",
+    "stage_e",
+    "call_s",
+    "call_e",
+    "cpu_s",
+    "cpu_e",
+    "cpu_sum",
+    "comp_s",
+    "comp_e",
+    "comp_sum",
+    "request",
+)
 RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge")
 
 

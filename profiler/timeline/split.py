@@ -17,6 +17,7 @@ from 1 to 64 MiB). ``tests/test_gpu_split.py`` checks the two agree batch by bat
 Only rows with ``src_memory == "pageable"`` and a measured ``h2d_ms`` are
 filled; others stay empty.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -9,6 +9,7 @@ few microseconds early. Each anchor is the best of a few tries (shortest round t
 taken when the timeline is read corrects the rate difference between the clocks (drift). Figures:
 DESIGN.md, "Clock anchors".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -13,6 +13,7 @@ free to reuse once the call returns (the driver has staged it). Tools that watch
 (the CUDA sanitizer, ``profiler.hazards``) do not see these copies; neither needs to, as nothing of a
 pageable source is read after the call returns.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -45,7 +46,7 @@ def _loaded_libcudart() -> Path | None:
     return None
 
 
-_runtime: Runtime | None | bool = False  # False: not looked up yet
+_runtime: Runtime | bool | None = False  # False: not looked up yet
 
 
 def runtime() -> Runtime | None:
@@ -66,16 +67,22 @@ def runtime() -> Runtime | None:
 
 def direct_copy_ok(dst: torch.Tensor, src: torch.Tensor) -> bool:
     """Whether ``dst.copy_(src)`` is one plain memcpy of ``src``'s bytes (what torch does then too)."""
-    return (src.layout == torch.strided and dst.dtype == src.dtype and src.numel() > 0
-            and not (src.is_conj() or src.is_neg() or dst.is_conj() or dst.is_neg())
-            and src.is_contiguous() and dst.is_contiguous())
+    return (
+        src.layout == torch.strided
+        and dst.dtype == src.dtype
+        and src.numel() > 0
+        and not (src.is_conj() or src.is_neg() or dst.is_conj() or dst.is_neg())
+        and src.is_contiguous()
+        and dst.is_contiguous()
+    )
 
 
 def copy_pageable(rt: Runtime, dst: torch.Tensor, src: torch.Tensor, stream: torch.cuda.Stream) -> bool:
     """Issue the H2D copy of ``src`` into ``dst`` on ``stream``; False (nothing issued, the runtime's
     error cleared so torch does not report it later) if the runtime refused it."""
-    err = rt.memcpy(dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size(), _HOST_TO_DEVICE,
-                    stream.cuda_stream)
+    err = rt.memcpy(
+        dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size(), _HOST_TO_DEVICE, stream.cuda_stream
+    )
     if err:
         rt.clear()
         return False

@@ -3,6 +3,7 @@
 No synchronize happens per batch: events are created ahead of the loop, recorded around the work and
 read once they have completed (``Event.query()``), as triton.testing.do_bench does.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -14,15 +15,18 @@ from profiler.settings import Settings, current, load
 
 # The C methods behind torch.cuda.Event, without the wrappers' stream lookups (hot path).
 _BASE = getattr(torch._C, "_CudaEventBase", None)
-record: Callable[[torch.cuda.Event, torch.cuda.Stream], None] = getattr(_BASE, "record", None) or torch.cuda.Event.record
+record: Callable[[torch.cuda.Event, torch.cuda.Stream], None] = (
+    getattr(_BASE, "record", None) or torch.cuda.Event.record
+)
 wait: Callable[[torch.cuda.Event, torch.cuda.Stream], None] = getattr(_BASE, "wait", None) or torch.cuda.Event.wait
 query: Callable[[torch.cuda.Event], bool] = getattr(_BASE, "query", None) or torch.cuda.Event.query
 
 
 def set_stream(stream: torch.cuda.Stream) -> None:
     """``torch.cuda.set_stream`` without its Python wrapper's checks (hot path)."""
-    torch._C._cuda_setStream(stream_id=stream.stream_id, device_index=stream.device_index,
-                             device_type=stream.device_type)
+    torch._C._cuda_setStream(
+        stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type
+    )
 
 
 def _driver_elapsed_v1() -> Callable[[torch.cuda.Event, torch.cuda.Event], float] | None:

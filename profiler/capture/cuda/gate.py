@@ -16,6 +16,7 @@ waits for the DMA, which a held stream would never run (a deadlock). Needs ``cud
 with CUDA builds of torch); without it, events are recorded ungated and ``h2d_ms`` of an idle
 stream includes the submission time.
 """
+
 from __future__ import annotations
 
 import ctypes
