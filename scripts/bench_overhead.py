@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Overhead of pinprof's recorder, measured side by side with the bare loop in one run.
 
-1. Loop ratio: the "better benchmark" setup from FACTS.md (synthetic CIFAR-10, batch 1024, 6 workers,
+1. Loop ratio: the "better benchmark" setup (scripts/better_benchmark.py: synthetic CIFAR-10, batch 1024, 6 workers,
    pin_memory=True, non_blocking copy on a side stream, 2 ms of CPU work, a loss read per step), with
    blocks of bare and instrumented steps interleaved on one loader; prints the ratio of medians.
    The same on batches resident in pinned memory (no loader noise).

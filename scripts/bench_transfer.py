@@ -5,7 +5,7 @@
     pin_memory().to()       pin a copy first, then a blocking copy
     loader-style            pin in a background thread (as the DataLoader's pin thread) while the
                             main thread copies the previous tensor non-blocking: a 2-stage pipeline
-    staged                  pinprof's chunked, double-buffered pipeline (profiler.staging)
+    staged                  pinprof's chunked, double-buffered pipeline (profiler.capture.staging)
     pinned .to()            the source is already pinned (the floor: no staging at all)
 Per size: random data, one warm-up, median of --repeats rounds over --tensors distinct tensors,
 each round ending in a synchronize. Prints ms per tensor, GB/s and the ratio to pageable.

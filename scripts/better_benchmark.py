@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The "better" benchmark people quote: batch 1024, 6 workers, non_blocking=pin_memory, 100 ms CPU work.
 
-Instrumented by pinprof; prints the per-phase breakdown and the diagnosis (profiler/quoted.py has the
+Instrumented by pinprof; prints the per-phase breakdown and the diagnosis (profiler/bench/quoted.py has the
 exact arguments). Extra arguments go to `pinprof run`.
 
     python scripts/better_benchmark.py --out reports/better

@@ -6,7 +6,7 @@
 # Prints the path of the working `nsys` binary on its last line. Afterwards:
 #   export PINPROF_NSYS=$DEST/opt/nvidia/nsight-systems/*/target-linux-x64/nsys   (or see the printed path)
 #
-# Why the fixes (see FACTS.md): Debian splits the host part (QdstrmImporter, which turns the raw
+# Why the fixes: Debian splits the host part (QdstrmImporter, which turns the raw
 # .qdstrm capture into a report) into /usr/lib/nsight-systems/host-linux-x64, while the target's
 # nsys looks for it at target-linux-x64/../host-linux-x64; and the importer needs libssh.so.4.
 # Also kept: the target .deb alone (TARGET_DEB below), which is what a GPU machine needs to capture.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The naive benchmark people quote: batch 64, no workers, blocking .cuda(), pin_memory off and on.
 
-Instrumented by pinprof; prints the per-phase breakdown and the diagnosis (profiler/quoted.py has the
+Instrumented by pinprof; prints the per-phase breakdown and the diagnosis (profiler/bench/quoted.py has the
 exact arguments). Extra arguments go to `pinprof run`.
 
     python scripts/naive_benchmark.py --out reports/naive

@@ -1,6 +1,6 @@
 """Nsight Systems on the CPU: a real capture of a pinprof-instrumented loop, exported and imported.
 
-This fails if NVTX ranges silently vanish (the nvtx-package trap in FACTS.md): no `batch <n>` range
+This fails if NVTX ranges silently vanish (the nvtx-package trap: profiler/DESIGN.md): no `batch <n>` range
 in the export is an error, not an empty table.
 """
 

@@ -1,4 +1,4 @@
-"""The NVTX emitter (profiler.nvtx_ranges) against the nvtx package's real low-level handles."""
+"""The NVTX emitter (profiler.capture.nvtx) against the nvtx package's real low-level handles."""
 
 from __future__ import annotations
 

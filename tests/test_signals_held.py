@@ -1,4 +1,4 @@
-"""Reports written with signals held (profiler.interrupt): a handler that raises mid-write cannot
+"""Reports written with signals held (profiler.report.signals): a handler that raises mid-write cannot
 leave the report unwritten, and what it says is delivered afterwards or dropped as asked."""
 
 from __future__ import annotations

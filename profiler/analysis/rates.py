@@ -7,7 +7,7 @@ import pandas as pd
 from profiler.timeline.calibration import pinned_rate_GBps as interpolated_rate
 
 # Pinned copies within this factor of a batch's size stand in for its pinned bandwidth: the rate
-# climbs steeply below about 4 MiB (FACTS.md: 5.5 GB/s at 64 KiB, 37 at 768 KiB, 54 at 12.5 MiB).
+# climbs steeply below about 4 MiB (``profiler.timeline.calibration`` gives the H200's figures).
 SIZE_MATCH_FACTOR = 2.0
 
 

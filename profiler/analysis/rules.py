@@ -25,15 +25,15 @@ LOADER_SHARE = 0.5
 # User CPU work or GPU compute is at least half the batch: that, not the input pipeline, sets the pace.
 WORK_SHARE = 0.5
 # A pageable copy this many times slower than a pinned one of the same size is mostly the driver's
-# hidden staging (FACTS.md: 0.90 ms against 0.24 ms for 12.5 MiB on the H200, a factor 3.7).
+# hidden staging (1.51 ms against 0.25 ms for 12.5 MiB on the H200, a factor 5.9: reports/h200-bandwidth/).
 HIDDEN_STAGING_FACTOR = 2.0
 # The loop waits for at least half of the copy: the transfer is exposed, not overlapped.
 EXPOSED_SHARE = 0.5
 # The bar for "too small to matter": the exposed transfer is under 1% of the batch time.
 TOO_SMALL_SHARE = 0.01
-# Epoch-time benchmarks differ by several percent from run to run (FACTS.md: 7.12 s against 7.41 s
-# with only pin_memory changed, bigger than any possible transfer saving there). A saving below
-# this share of the batch is invisible to them, although pinprof measures it per batch.
+# Epoch-time benchmarks differ by several percent from run to run (the naive benchmark's pinned-minus-
+# pageable batch time was -13.8% in one H200 run and +14.4% in another: DESIGN.md, "Noise"). A saving
+# below this share of the batch is invisible to them, although pinprof measures it per batch.
 EPOCH_NOISE_SHARE = 0.05
 # Below this many measured batches the medians are not trusted for a verdict.
 MIN_BATCHES = 3

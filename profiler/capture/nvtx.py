@@ -1,6 +1,6 @@
 """NVTX ranges in the ``pinprof`` domain that every Nsight Systems from 2022.4 on records.
 
-The trap (FACTS.md): from nvtx 0.2.11 on, ``nvtx.Domain``/``nvtx.push_range(domain=...)`` first ask
+The trap (DESIGN.md, "NVTX under old Nsight Systems"): from nvtx 0.2.11 on, ``nvtx.Domain``/``nvtx.push_range(domain=...)`` first ask
 ``nvtxDomainIsEnabled``; Nsight Systems 2022.4 and 2023.4 do not implement it, answer "disabled", and
 the package silently hands back a dummy domain, so no range is recorded. We therefore call the
 package's low-level handles (``nvtx._lib.lib``: ``nvtxDomainCreateA``, ``nvtxDomainRegisterStringA``,

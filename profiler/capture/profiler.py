@@ -5,7 +5,7 @@
         x, y = prof.to_device(batch)        # stage + H2D, timed with CUDA events
         with prof.cpu_work(): ...           # CPU work meant to overlap the copy
         with prof.compute(): step(x, y)     # GPU work, timed with CUDA events
-    df = prof.timeline()                    # one row per batch (columns: profiler.timeline)
+    df = prof.timeline()                    # one row per batch (columns: profiler.timeline.schema)
 
 Where it synchronizes: once when iteration starts and once in ``timeline()`` (clock anchors); in the
 blocking modes on the copy's end event (where a blocking ``.to()`` waits); in ``staged`` only to
@@ -54,9 +54,9 @@ class TransferProfiler:
     device: target device; default ``cuda`` if available, else ``cpu`` (GPU columns stay empty).
     nvtx: emit NVTX ranges in domain ``pinprof``.
     warmup: the first ``warmup`` batches are flagged ``warmup=True`` (kept, excluded from summaries).
-    gate: time copies from pinned memory behind a held stream (``profiler.gate``) for exact h2d_ms.
+    gate: time copies from pinned memory behind a held stream (``profiler.capture.cuda.gate``) for exact h2d_ms.
     out: report folder written when the profiler is used as a context manager (see ``__enter__``).
-    hazards: watch the loop for the two non_blocking races and warn once each (``profiler.hazards``;
+    hazards: watch the loop for the two non_blocking races and warn once each (``profiler.capture.hazards``;
         costs microseconds per torch operator, so off unless True or ``PINPROF_HAZARDS=1``).
     """
 

@@ -1,7 +1,7 @@
 """Explicit pageable-to-pinned staging: a chunked, double-buffered pipeline that beats the driver.
 
 For a pageable source the CUDA driver copies the bytes into its own small pinned buffers and DMAs
-them, slowly (FACTS.md: 6.6 GB/s for 1 GiB on the H200). Here the main thread copies one chunk into
+them, slowly (4.1 GB/s for 1 GiB on the H200, ``pinprof bandwidth``, reports/h200-bandwidth/). Here the main thread copies one chunk into
 one of ``num_buffers`` reused pinned buffers while the copy engine DMAs the previous chunk from the
 other, so the memcpy and the DMA overlap.
 
@@ -27,7 +27,9 @@ from profiler.capture.batch_tree import iter_tensors, map_tensors, tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.errors import PinnedMemoryError, UsageError
 
-DEFAULT_CHUNK_BYTES = 8 << 20  # large enough to reach the DMA plateau (about 4 MiB, FACTS.md)
+DEFAULT_CHUNK_BYTES = (
+    8 << 20
+)  # past the DMA plateau (pinned H2D: 50 GB/s from 4 MiB, 43 at 1 MiB; reports/h200-bandwidth/)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Read an Nsight Systems SQLite export into pinprof's per-batch table (tables: ``profiler.nsys.schema``).
 
-The result has pinprof's timeline columns where the meaning is the same (see ``profiler.timeline``):
+The result has pinprof's timeline columns where the meaning is the same (see ``profiler.timeline.schema``):
 ``scenario``, ``mode``, ``batch``, ``bytes``, ``src_memory``, ``h2d_ms`` (CUPTI: first memcpy start
 to last memcpy end of the batch), ``fetch_ms``/``stage_ms``/``cpu_work_ms``/``compute_ms``/
 ``batch_ms`` and ``h2d_call_ms`` (NVTX range durations), ``<phase>_start_ms``/``_end_ms`` (from the

@@ -1,7 +1,7 @@
 """The pinned H2D rate at any size, from a bandwidth calibration (columns bytes, pinned_GBps).
 
-The rate climbs steeply with size below about 4 MiB (5.5 GB/s at 64 KiB, 37 at 768 KiB, 54 at
-12.5 MiB on the H200, ``pinprof bandwidth``), so it is interpolated in log-size.
+The rate climbs steeply with size below about 4 MiB (9.1 GB/s at 64 KiB, 42.7 at 768 KiB, 51.5 at
+12.5 MiB on the H200: ``pinprof bandwidth``, reports/h200-bandwidth/), so it is interpolated in log-size.
 """
 
 from __future__ import annotations

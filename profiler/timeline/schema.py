@@ -18,7 +18,7 @@ durations, ms
     h2d_call_ms   host time spent inside the copy call (blocks for pageable sources or blocking copies)
     dma_ms, hidden_stage_ms
                   ``h2d_ms`` of a pageable copy split into the DMA proper and the driver's hidden
-                  staging (see ``profiler.split``); empty until a calibration is applied
+                  staging (see ``profiler.timeline.split``); empty until a calibration is applied
     cpu_work_ms   user CPU work meant to overlap the copy (sum if entered several times)
     compute_ms    user GPU work (CUDA events on the compute stream; host clock on a CPU device)
     wait_ms       exposed transfer: for copies that block the host, the copy call; for asynchronous

@@ -1,6 +1,6 @@
 """``cudaMemcpyAsync`` called directly, for copies from pageable memory.
 
-Why: a pageable copy cannot be gated (``profiler.gate``: the driver stages it on the calling thread
+Why: a pageable copy cannot be gated (``profiler.capture.cuda.gate``: the driver stages it on the calling thread
 and waits for its own DMAs, so a held stream would deadlock), so its start event fires when it is
 recorded. Through ``Tensor.copy_`` the runtime call came 5-20 us after that event (torch's dispatch
 and a ``cudaStreamIsCapturing`` check); called here, 3-8 us (H200 probe against CUPTI's runtime
@@ -10,7 +10,7 @@ device copy, in the same libcudart (the one torch loaded), so the copy itself is
 Only for pageable sources: a pinned source comes from torch's caching host allocator, which must
 record an event for each non_blocking copy out of it (torch's ``copy_`` does); a pageable source is
 free to reuse once the call returns (the driver has staged it). Tools that watch torch's operators
-(the CUDA sanitizer, ``profiler.hazards``) do not see these copies; neither needs to, as nothing of a
+(the CUDA sanitizer, ``profiler.capture.hazards``) do not see these copies; neither needs to, as nothing of a
 pageable source is read after the call returns.
 """
 

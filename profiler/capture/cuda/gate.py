@@ -34,7 +34,7 @@ class StreamGate:
         from cuda.bindings import driver  # type: ignore[import-untyped]
 
         self._flag, self._dptr, self._cell = _pinned_flag(driver)
-        # A second flag that a stream writes back, for round-trip clock anchors (profiler.clock).
+        # A second flag that a stream writes back, for round-trip clock anchors (profiler.capture.cuda.anchor).
         self._echo, self._echo_dptr, self._echo_cell = _pinned_flag(driver)
         self._write = driver.cuStreamWriteValue32
         self._wait = driver.cuStreamWaitValue32
