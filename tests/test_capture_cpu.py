@@ -213,3 +213,19 @@ def test_batches_after_a_torn_row_stay_aligned() -> None:
     assert list(tl.batch) == [0, 1]
     assert list(tl.bytes) == [8, 12]
     assert tl.src_memory.tolist() == ["pageable", "pageable"]
+
+
+def test_several_to_device_calls_in_one_batch_add_up() -> None:
+    x, y = torch.ones(4, 8), torch.zeros(4, dtype=torch.int64)
+    prof = TransferProfiler(device="cpu")
+    for xb, yb in prof.batches([(x, y)] * 3):
+        prof.to_device(xb)
+        prof.to_device({"labels": yb, "extra": [yb[:2]]})
+    prof2 = TransferProfiler(device="cpu")
+    for _ in prof2.batches([(x, y)] * 2):
+        pass  # to_device never called
+    tl, none = prof.timeline(), prof2.timeline()
+    assert list(tl.copies) == [2, 2, 2]
+    assert list(tl.bytes) == [4 * 8 * 4 + 4 * 8 + 2 * 8] * 3  # both calls' tensors, not only the last
+    assert set(tl.src_memory) == {"pageable"}
+    assert list(none.copies) == [0, 0] and list(none.bytes) == [0, 0]

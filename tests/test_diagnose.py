@@ -154,3 +154,15 @@ def test_loader_advice_never_asks_for_more_workers_than_cores() -> None:
     assert many.verdict == few.verdict == Verdict.LOADER_BOUND
     assert "raise num_workers (now 4)" in many.changes[0].what
     assert "already uses all 2 CPU cores" in few.changes[0].what and len(few.changes) == 1
+
+
+def test_a_layout_copy_on_the_main_thread_is_named_with_its_remedy() -> None:
+    d = diagnose(synthetic(fetch=0.1, pin=1.0, batch=10.0, cpu_work=2.0, compute=2.0, wait=0.0, h2d=0.3, layout=3.0))[0]
+    assert d.verdict == Verdict.LAYOUT_COPY
+    assert "3.000 ms" in d.findings[0].evidence and "contiguous" in d.findings[0].evidence
+    (change,) = d.findings[0].changes
+    assert "DataLoader workers" in change.what and change.gain_ms == pytest.approx(3.0)
+    quiet = diagnose(
+        synthetic(fetch=0.1, pin=1.0, batch=10.0, cpu_work=2.0, compute=2.0, wait=0.0, h2d=0.3, layout=0.05)
+    )
+    assert Verdict.LAYOUT_COPY not in [f.verdict for f in quiet[0].findings]  # 0.5% of the batch: not a finding

@@ -27,7 +27,19 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     for scen, g in tl[~tl.warmup].groupby("scenario", sort=False, dropna=False):
         m = {
             c: _med(g, f"{c}_ms")
-            for c in ("fetch", "pin", "stage", "h2d", "h2d_call", "cpu_work", "compute", "wait", "overlap", "batch")
+            for c in (
+                "fetch",
+                "pin",
+                "stage",
+                "layout",
+                "h2d",
+                "h2d_call",
+                "cpu_work",
+                "compute",
+                "wait",
+                "overlap",
+                "batch",
+            )
         }
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)

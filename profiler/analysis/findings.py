@@ -12,6 +12,7 @@ class Verdict(str, Enum):
     LOADER_BOUND = "loader_bound"
     PIN_THREAD_BOUND = "pin_thread_bound"
     HIDDEN_STAGING = "hidden_staging"
+    LAYOUT_COPY = "layout_copy"
     EXPOSED_TRANSFER = "exposed_transfer"
     NON_BLOCKING_PAGEABLE = "non_blocking_on_pageable"
     CPU_WORK_BOUND = "cpu_work_bound"

@@ -194,6 +194,25 @@ def hidden_staging(c: Case) -> Finding | None:
     )
 
 
+def layout_copy(c: Case) -> Finding | None:
+    layout = float(np.nan_to_num(c.m["layout"]))
+    if layout <= 0 or layout < TOO_SMALL_SHARE * c.batch:
+        return None
+    return Finding(
+        Verdict.LAYOUT_COPY,
+        f"the main thread spends {_fmt(c.m['layout'])} of each {_fmt(c.batch)} batch making non-dense tensors "
+        "(slices, expand(), strided views) contiguous before their copy; torch does the same inside .to(), where "
+        "it looks like transfer time. Their DMA then reads that pageable copy, pinned or not.",
+        [
+            Change(
+                "make the tensors contiguous in the DataLoader workers (.contiguous() in __getitem__ or the "
+                "collate_fn), so the main thread copies them as they are and pin_memory pins the dense tensor",
+                layout,
+            )
+        ],
+    )
+
+
 def non_blocking_pageable(c: Case) -> Finding | None:
     if not (c.gpu and (c.mode == "pageable_nb" or (_flag(c.cfg, "non_blocking") and c.pageable))):
         return None
@@ -259,6 +278,7 @@ RULES: tuple[Rule, ...] = (
     cpu_work_bound,
     compute_bound,
     hidden_staging,
+    layout_copy,
     non_blocking_pageable,
     exposed_transfer,
     transfer_too_small,  # last: it weighs the transfer findings before it

@@ -3,7 +3,7 @@
 ``summarize`` returns one row per scenario with columns:
     run, scenario, mode, device, batch_size, num_workers, pin_memory, non_blocking, prefetch_factor
     batches (int: measured batches, warm-up excluded), bytes (int: median bytes per batch)
-    <phase>_ms_p50, <phase>_ms_p90 (ms) for fetch, pin, stage, h2d, h2d_call, dma, hidden_stage,
+    <phase>_ms_p50, <phase>_ms_p90 (ms) for fetch, pin, stage, layout, h2d, h2d_gpu, h2d_call, dma, hidden_stage,
         cpu_work, compute, wait, overlap, batch
     h2d_GBps (GB/s, 1e9 bytes: median over batches of bytes / h2d time)
     exposed_pct (%: total wait_ms over total batch_ms; the share of loop time spent waiting on copies)
@@ -34,7 +34,9 @@ STAT_PHASES = (
     "fetch",
     "pin",
     "stage",
+    "layout",
     "h2d",
+    "h2d_gpu",
     "h2d_call",
     "dma",
     "hidden_stage",

@@ -71,10 +71,13 @@ def memory_kind(t: torch.Tensor) -> MemoryKind:
 
 def batch_memory_kind(tensors: list[torch.Tensor]) -> MemoryKind:
     """One memory kind for a whole batch; ``mixed`` when its tensors differ."""
-    kinds = {memory_kind(t) for t in tensors}
-    if len(kinds) == 1:
-        return next(iter(kinds))
-    return "mixed"
+    return combined_kind([memory_kind(t) for t in tensors])
+
+
+def combined_kind(kinds: list[MemoryKind]) -> MemoryKind:
+    """One memory kind for several; ``mixed`` when they differ."""
+    first = kinds[0]
+    return first if all(k == first for k in kinds) else "mixed"
 
 
 def require_tensors(batch: Any) -> list[torch.Tensor]:

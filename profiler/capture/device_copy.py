@@ -7,6 +7,12 @@ this thread and waits for its own DMAs); they are issued by a direct ``cudaMemcp
 torch's dispatch does. Gated blocking copies also run on the copy stream, after the compute stream's
 queued work (the order a ``.to()`` on the compute stream has): events around a copy on the default
 stream read more than CUPTI once kernels had run there. Figures: DESIGN.md, "Timing a copy".
+
+Only copies that are provably one asynchronous memcpy from pinned memory are held: a copy torch
+must stage on the host (a non-dense source, a conj/neg view, a dtype change) blocks the calling
+thread until its DMA ran, which a held stream never runs (it hung before this rule). Non-dense
+sources are first made contiguous here, on the host, timed as the ``layout`` phase (what ``copy_``
+would do inside the call, where it would be counted as DMA); their DMA then reads pageable memory.
 """
 
 from __future__ import annotations
@@ -16,19 +22,45 @@ from typing import Any
 import torch
 
 from profiler.capture import batch_tree
+from profiler.capture.batch_tree import MemoryKind, combined_kind
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda import cudart
 from profiler.capture.cuda.events import EventPool, current_stream, record, set_stream, wait
 from profiler.capture.cuda.gate import StreamGate
 from profiler.capture.nvtx import NvtxEmitter
+from profiler.capture.phases import account
 from profiler.modes import ModeSpec
 
 # (destination, source, whether the direct cudaMemcpyAsync may copy it)
 Call = tuple[torch.Tensor, torch.Tensor, bool]
 
 
+def single_memcpy(dst: torch.Tensor, src: torch.Tensor) -> bool:
+    """Whether ``dst.copy_(src)`` is one plain memcpy of ``src``'s bytes, with nothing staged on the
+    host: same dtype and layout (``empty_like`` gives a dense source its own strides), no lazy
+    conj/neg bit, something to copy."""
+    return (
+        src.layout == torch.strided
+        and dst.dtype == src.dtype
+        and src.numel() > 0
+        and not (src.is_conj() or src.is_neg())
+        and ((src.is_contiguous() and dst.is_contiguous()) or src.stride() == dst.stride())
+    )
+
+
+def needs_layout(dst: torch.Tensor, src: torch.Tensor) -> bool:
+    """Whether torch would first make ``src`` contiguous on the host to copy it into ``dst``."""
+    return (
+        src.layout == torch.strided
+        and src.numel() > 0
+        and not src.is_contiguous()
+        and src.stride() != dst.stride()
+        and dst.is_contiguous()
+    )
+
+
 class DeviceCopier:
-    """Issues and times one batch's copies; the events go into the batch's record as ``_h2d``."""
+    """Issues and times one ``to_device`` call's copies; the events go into the batch's record."""
 
     def __init__(
         self,
@@ -42,10 +74,21 @@ class DeviceCopier:
         self.device, self._index, self._pool = device, index, pool
         self._copy_stream, self._gate, self._nvtx = copy_stream, gate, nvtx
 
-    def copy(self, batch: Any, tensors: list[torch.Tensor], kind: str, spec: ModeSpec, rec: dict[str, Any]) -> Any:
-        """``batch`` with its CPU tensors on the device; ``rec`` gets the call's host times and events."""
+    def copy(
+        self, batch: Any, tensors: list[torch.Tensor], kinds: list[MemoryKind], spec: ModeSpec, rec: dict[str, Any]
+    ) -> tuple[Any, MemoryKind]:
+        """(``batch`` with its CPU tensors on the device, the memory kind its DMA reads); ``rec``
+        gets the call's host times, any layout copy and the copy's events."""
         compute_stream = rec["_stream"] = current_stream(self._index)
-        gated = kind == "pinned" and self._gate is not None
+        dev = self.device
+        srcs = [t for t, k in zip(tensors, kinds) if k != "device"]
+        src_kinds: list[MemoryKind] = [k for k in kinds if k != "device"]
+        dsts = [torch.empty_like(t, device=dev) for t in srcs]
+        if any(needs_layout(d, t) for d, t in zip(dsts, srcs)):
+            srcs, src_kinds = self._relayout(dsts, srcs, src_kinds, rec)
+        gated = self._gate is not None and all(
+            k == "pinned" and single_memcpy(d, t) for d, t, k in zip(dsts, srcs, src_kinds)
+        )
         stream = self._copy_stream if spec.side_stream or gated else compute_stream
         switch = stream is not compute_stream
         start, end = self._pool.get(), self._pool.get()
@@ -57,8 +100,8 @@ class DeviceCopier:
         try:
             # Everything but the copies happens before the event window and the gate's release, so
             # the copy starts as close as possible to the moment the loop gets its batch back.
-            out, calls, rt = self._prepare(batch, tensors, kind, compute_stream if switch else None)
-            rec["call_s"] = now_ms()
+            out, calls, rt = self._prepare(batch, srcs, dsts, src_kinds, compute_stream if switch else None)
+            call_s = now_ms()
             held = gated and self._gate.hold(stream)  # type: ignore[union-attr]
             try:
                 self._issue(calls, rt, stream, start, end, compute_stream if switch else None)
@@ -67,25 +110,54 @@ class DeviceCopier:
                     self._gate.release()  # type: ignore[union-attr]
             if not spec.non_blocking:
                 end.synchronize()
-            rec["call_e"] = now_ms()
+            account(rec, "call_s", "call_sum", "call_e", call_s, now_ms())
         finally:
             if switch:
                 set_stream(compute_stream)
             self._nvtx.pop()
-        rec["copy_sync"] = (not spec.non_blocking) or kind != "pinned"
-        rec["_h2d"] = (start, end)
-        return out
+        dma_kind = combined_kind(src_kinds) if src_kinds else "device"
+        rec["copy_sync"] = rec["copy_sync"] or (not spec.non_blocking) or dma_kind != "pinned"
+        rec.setdefault("_h2d", []).append((start, end, True))
+        return out, dma_kind
+
+    def _relayout(
+        self, dsts: list[torch.Tensor], srcs: list[torch.Tensor], kinds: list[MemoryKind], rec: dict[str, Any]
+    ) -> tuple[list[torch.Tensor], list[MemoryKind]]:
+        """Non-dense sources made contiguous on the host (pageable memory), timed as ``layout``."""
+        self._nvtx.push("layout")
+        start = now_ms()
+        try:
+            out: list[torch.Tensor] = []
+            out_kinds: list[MemoryKind] = []
+            for d, t, k in zip(dsts, srcs, kinds):
+                if needs_layout(d, t):
+                    out.append(t.contiguous())
+                    out_kinds.append("pageable")
+                else:
+                    out.append(t)
+                    out_kinds.append(k)
+        finally:
+            end = now_ms()
+            self._nvtx.pop()
+        account(rec, "layout_s", "layout_sum", "layout_e", start, end)
+        return out, out_kinds
 
     def _prepare(
-        self, batch: Any, tensors: list[torch.Tensor], kind: str, consumer: torch.cuda.Stream | None
+        self,
+        batch: Any,
+        srcs: list[torch.Tensor],
+        dsts: list[torch.Tensor],
+        kinds: list[MemoryKind],
+        consumer: torch.cuda.Stream | None,
     ) -> tuple[Any, list[Call], cudart.Runtime | None]:
-        """Destinations (``empty_like`` keeps ``.to()``'s layout rule), the output structure, the
-        allocator's note that the consumer stream will use them, the choice of copy call."""
+        """The output structure, the allocator's note that the consumer stream will use the
+        destinations, the choice of copy call (direct ``cudaMemcpyAsync`` for pageable sources)."""
         dev = self.device
-        srcs = [t for t in tensors if t.is_cpu]
-        dsts = [torch.empty_like(t, device=dev) for t in srcs]
-        rt = cudart.runtime() if kind == "pageable" else None
-        calls = [(d, t, rt is not None and cudart.direct_copy_ok(d, t)) for d, t in zip(dsts, srcs)]
+        rt = cudart.runtime() if "pageable" in kinds else None
+        calls = [
+            (d, t, rt is not None and k == "pageable" and cudart.direct_copy_ok(d, t))
+            for d, t, k in zip(dsts, srcs, kinds)
+        ]
         moved = iter(dsts)
         out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.is_cpu else t.to(dev))
         if consumer is not None:

@@ -27,7 +27,9 @@ DOMAIN = "pinprof"
 Backend = Literal["nvtx", "torch", "none"]
 
 # Phase colours as NVTX takes them, from the plots' palette.
-COLORS: dict[str, int] = {p: argb(p) for p in ("batch", "fetch", "pin", "stage", "h2d", "cpu_work", "compute", "wait")}
+COLORS: dict[str, int] = {
+    p: argb(p) for p in ("batch", "fetch", "pin", "stage", "layout", "h2d", "cpu_work", "compute", "wait")
+}
 
 
 class NvtxEmitter:

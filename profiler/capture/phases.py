@@ -16,6 +16,15 @@ if TYPE_CHECKING:
     from profiler.capture.profiler import TransferProfiler
 
 
+def account(rec: dict[str, Any], s_key: str, sum_key: str, e_key: str, start: float, end: float) -> None:
+    """One block of a phase that a batch may enter several times: first start, summed time, last end."""
+    if rec[s_key] != rec[s_key]:  # NaN: the first block of this batch
+        rec[s_key], rec[sum_key] = start, end - start
+    else:
+        rec[sum_key] += end - start
+    rec[e_key] = end
+
+
 class HostPhase:
     """Host-clock accounting shared by the phase contexts: first start, last end, summed time."""
 
@@ -25,12 +34,7 @@ class HostPhase:
     start: float
 
     def _account(self, end: float) -> None:
-        rec, start = self.rec, self.start
-        if rec[self._S] != rec[self._S]:  # NaN: the first block of this batch
-            rec[self._S], rec[self._SUM] = start, end - start
-        else:
-            rec[self._SUM] += end - start
-        rec[self._E] = end
+        account(self.rec, self._S, self._SUM, self._E, self.start, end)
 
 
 class CpuWork(HostPhase):

@@ -31,12 +31,13 @@ from profiler.capture.cuda.gate import StreamGate, gate_wanted, make_gate
 from profiler.capture.device_copy import DeviceCopier
 from profiler.capture.devices import rank_info, resolve_device
 from profiler.capture.hazards import HazardWatch, hazards_wanted
+from profiler.capture.loader import loader_config
 from profiler.capture.nvtx import NvtxEmitter
 from profiler.capture.pending import PendingEvents
 from profiler.capture.phases import Compute, CpuWork
 from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.staged_copy import StagedCopier
-from profiler.capture.store import TEMPLATE, Store
+from profiler.capture.store import TEMPLATE, Store, note_memory
 from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, UsageError
 from profiler.modes import SPECS, Mode, parse_mode
 from profiler.report.signals import install_sigterm, restore_sigterm
@@ -162,7 +163,7 @@ class TransferProfiler:
             self._origin = now_ms()
         if self.cuda and self._anchor is None:
             self._anchor = take_anchor(current_stream(self._index), self._gate)
-        _loader_config(loader, self._config)
+        loader_config(loader, self._config)
         if self._hazards and not self.cuda:
             self._warn_once(
                 "hazards-no-cuda", "hazard detection watches CUDA copies and there is no CUDA device: it stays off"
@@ -177,39 +178,46 @@ class TransferProfiler:
     def _commit(self, rec: dict[str, Any]) -> None:
         if rec["bytes"] < 0:
             rec["bytes"] = 0  # to_device() was not called: nothing was moved
-        h2d = rec.get("_h2d", (None, None))
-        events = (h2d[0], h2d[1], rec.get("_comp_start"), rec.get("_comp_end"))
+        copies, comp_start, comp_end = rec.get("_h2d", ()), rec.get("_comp_start"), rec.get("_comp_end")
         row = self._store.append(rec)
-        if h2d[0] is not None or events[2] is not None or events[3] is not None:
-            self._pending.add(row, events, rec.get("_pooled", True))
+        if copies or comp_start is not None or comp_end is not None:
+            self._pending.add(row, list(copies), comp_start, comp_end)
         self._next_batch += 1
 
     # -- phases ---------------------------------------------------------------------------------
     def to_device(self, batch: Any) -> Any:
-        """Move ``batch`` (tensors, nested containers, dataclasses) to the device as the mode says."""
+        """Move ``batch`` (tensors, nested containers, dataclasses) to the device as the mode says.
+
+        Called several times in one batch (``x = to_device(x); y = to_device(y)``), the copies add
+        up: bytes, ``copies``, the layout and call times; ``h2d`` spans the first copy's start to the
+        last one's end."""
         rec = self._current("to_device")
         tensors = batch_tree.require_tensors(batch)
-        rec["bytes"] = sum(batch_tree.tensor_bytes(t) for t in tensors)
-        kind = batch_tree.batch_memory_kind(tensors)
+        rec["bytes"] = max(rec["bytes"], 0) + sum(batch_tree.tensor_bytes(t) for t in tensors)
+        rec["copies"] += 1
+        kinds = [batch_tree.memory_kind(t) for t in tensors]
+        kind = batch_tree.combined_kind(kinds)
         mode = self._resolve_mode(kind)
         spec = SPECS[mode]
         if spec.staged:
             try:
-                return self._staged.copy(batch, rec, kind)
+                out, kind = self._staged.copy(batch, rec, kind)
+                return note_memory(rec, kind, out)
             except PinnedMemoryError as err:
                 # Page-locked memory is scarce: fall back to the driver's path rather than fail the loop.
                 self._warn_once("no-pinned", f"{err}; batch {rec['batch']} and later are copied as in mode 'pageable'")
                 self.mode, spec = "pageable", SPECS["pageable"]
-        rec["src_memory"] = kind
         if not self.cuda or kind == "device":
-            return batch_tree.map_tensors(batch, lambda t: t.to(self.device)) if self.cuda else batch
+            out = batch_tree.map_tensors(batch, lambda t: t.to(self.device)) if self.cuda else batch
+            return note_memory(rec, kind, out)
         if spec.pin_memory and kind != "pinned":
             self._warn_once(
                 "expect-pinned",
                 f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
                 "DataLoader, or the copy is staged by the driver and blocks",
             )
-        return self._copier.copy(batch, tensors, kind, spec, rec)
+        out, kind = self._copier.copy(batch, tensors, kinds, spec, rec)
+        return note_memory(rec, kind, out)
 
     def cpu_work(self) -> CpuWork:
         """Context manager around CPU work meant to overlap the copy (host clock, NVTX)."""
@@ -288,12 +296,3 @@ class TransferProfiler:
             self.close()
         if exc_type is None and self.out is not None:
             saving.merge_ranks(self.out)  # a barrier across ranks: not with signals held
-
-
-def _loader_config(loader: Iterable[Any], config: dict[str, Any]) -> None:
-    """The loader settings the timeline's configuration columns show, unless given in ``config``."""
-    for key in ("batch_size", "num_workers", "pin_memory", "prefetch_factor"):
-        if key not in config and hasattr(loader, key):
-            config[key] = getattr(loader, key)
-    if config.get("num_workers") == 0:
-        config["prefetch_factor"] = None  # the DataLoader ignores it without workers

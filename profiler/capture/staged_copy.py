@@ -6,9 +6,11 @@ from typing import Any
 
 import torch
 
+from profiler.capture.batch_tree import MemoryKind
 from profiler.capture.cuda.events import current_stream
 from profiler.capture.cuda.gate import StreamGate
 from profiler.capture.nvtx import NvtxEmitter
+from profiler.capture.phases import account
 from profiler.capture.staging import PinnedStager
 
 
@@ -26,8 +28,9 @@ class StagedCopier:
         self.device, self._index, self._copy_stream, self._gate, self._nvtx = device, index, copy_stream, gate, nvtx
         self._stager: PinnedStager | None = None  # made at the first batch: pinned memory is scarce
 
-    def copy(self, batch: Any, rec: dict[str, Any], kind: str) -> Any:
-        """``batch`` on the device; raises ``PinnedMemoryError`` when no buffer can be pinned."""
+    def copy(self, batch: Any, rec: dict[str, Any], kind: MemoryKind) -> tuple[Any, MemoryKind]:
+        """(``batch`` on the device, the memory kind its DMA reads); raises ``PinnedMemoryError``
+        when no buffer can be pinned."""
         cuda = self.device.type == "cuda"
         if self._stager is None:
             self._stager = PinnedStager(self.device, stream=self._copy_stream, pin=cuda, gate=self._gate)
@@ -37,15 +40,12 @@ class StagedCopier:
             res = self._stager.copy(batch, consumer=consumer)
         finally:
             self._nvtx.pop()
-        rec["stage_s"], rec["stage_e"] = res.stage_start_ms, res.stage_end_ms
+        account(rec, "stage_s", "stage_sum", "stage_e", res.stage_start_ms, res.stage_end_ms)
         if cuda and res.dma_start is not None:
-            rec["call_s"], rec["call_e"] = res.stage_start_ms, res.stage_end_ms
-            rec["_h2d"] = (res.dma_start, res.dma_end)
-            rec["_pooled"] = False  # the stager's own events, not the pool's
-            rec["src_memory"] = "pinned"
-        else:
-            rec["src_memory"] = kind
-        return res.batch
+            account(rec, "call_s", "call_sum", "call_e", res.stage_start_ms, res.stage_end_ms)
+            rec.setdefault("_h2d", []).append((res.dma_start, res.dma_end, False))  # the stager's own events
+            return res.batch, "pinned"
+        return res.batch, kind
 
     def close(self) -> None:
         """Free the staging buffers (pinned memory) once their copies are done."""

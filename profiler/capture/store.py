@@ -12,16 +12,27 @@ from profiler.timeline.schema import RAW_GPU, RAW_HOST
 
 NAN = float("nan")
 
-NUMERIC = ("batch", "bytes", "warmup", "copy_sync", *RAW_HOST)  # stored as float64 (exact below 2**53)
+NUMERIC = ("batch", "bytes", "copies", "warmup", "copy_sync", *RAW_HOST)  # stored as float64 (exact below 2**53)
 HOST_FIELDS = (*NUMERIC, "src_memory")
 TEMPLATE: dict[str, Any] = {
     **{k: NAN for k in RAW_HOST},
     "bytes": -1,
+    "copies": 0,
     "warmup": False,
     "copy_sync": False,
     "src_memory": "",
 }
 _numeric_row = itemgetter(*NUMERIC)
+
+
+def note_memory(rec: dict[str, Any], kind: str, out: Any) -> Any:
+    """``src_memory`` of a batch: its ``to_device`` call's kind, or ``mixed`` when its calls read
+    different kinds; returns ``out`` (the call's result) for the caller's convenience."""
+    prev = rec["src_memory"]
+    rec["src_memory"] = kind if not prev or prev == kind else "mixed"
+    return out
+
+
 _H, _G = len(NUMERIC), len(RAW_GPU)
 _GPU_NAN = (NAN,) * _G
 
@@ -90,6 +101,7 @@ class Store:
         out.update({k: gpu[:, j].copy() for j, k in enumerate(RAW_GPU)})
         out["batch"] = out["batch"].astype(np.int64)
         out["bytes"] = out["bytes"].astype(np.int64)
+        out["copies"] = out["copies"].astype(np.int64)
         out["warmup"] = [bool(v) for v in out["warmup"]]
         out["copy_sync"] = [bool(v) for v in out["copy_sync"]]
         out["src_memory"] = self._kinds[:n]

@@ -31,7 +31,7 @@ from profiler.timeline.schema import conform
 
 BATCH = re.compile(r"^batch (\d+)$")
 LOOP = re.compile(r"^loop (.+)$")
-PHASE_NAMES = ("fetch", "stage", "h2d", "cpu_work", "compute")
+PHASE_NAMES = ("fetch", "stage", "layout", "h2d", "cpu_work", "compute")
 
 
 def import_sqlite(path: Path, run: str | None = None) -> pd.DataFrame:

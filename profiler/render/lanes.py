@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 LANES: dict[str, tuple[str, ...]] = {
-    "main thread": ("fetch", "stage", "cpu_work", "wait"),
+    "main thread": ("fetch", "stage", "layout", "cpu_work", "wait"),
     "pin step": ("pin",),  # the pin thread, or the main thread inside next() without workers
     "copy stream": ("h2d",),
     "compute stream": ("compute",),

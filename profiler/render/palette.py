@@ -7,6 +7,7 @@ COLORS: dict[str, str] = {
     "fetch": "#1f77b4",
     "pin": "#9467bd",
     "stage": "#ff7f0e",
+    "layout": "#bcbd22",
     "h2d": "#d62728",
     "hidden_stage": "#f4a582",
     "dma": "#d62728",

@@ -19,6 +19,7 @@ LABELS = {
     "fetch": "fetch (wait on loader)",
     "pin": "pin (pin thread; inside fetch when num_workers=0)",
     "stage": "stage (explicit memcpy)",
+    "layout": "layout (made contiguous on the host)",
     "h2d": "h2d (copy on GPU)",
     "hidden_stage": "hidden staging (driver)",
     "dma": "DMA",
@@ -79,7 +80,7 @@ def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
     return path
 
 
-MAIN_STACK = ("fetch", "stage", "wait", "cpu_work")
+MAIN_STACK = ("fetch", "stage", "layout", "wait", "cpu_work")
 
 
 def stacked(tl: pd.DataFrame, path: Path) -> Path:

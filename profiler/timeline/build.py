@@ -24,30 +24,36 @@ def build_timeline(
     n = len(raw["batch"])
     if n == 0:
         return empty_timeline()
-    f = {k: np.asarray(raw[k], dtype=float) - t0_ms for k in RAW_HOST if k != "cpu_sum" and k != "comp_sum"}
+    f = {k: np.asarray(raw[k], dtype=float) - t0_ms for k in RAW_HOST if not k.endswith("_sum")}
+    summed = {k: np.asarray(raw[k], dtype=float) for k in RAW_HOST if k.endswith("_sum")}
     out: dict[str, Any] = {}
     _interval(out, "fetch", f["fetch_s"], f["fetch_e"])
     _interval(out, "pin", f["pin_s"], f["pin_e"])
-    _interval(out, "stage", f["stage_s"], f["stage_e"])
+    _interval(out, "stage", f["stage_s"], f["stage_e"], summed["stage_sum"])
+    _interval(out, "layout", f["layout_s"], f["layout_e"], summed["layout_sum"])
     if clock is not None:
-        gpu = {k: clock.host_ms(np.asarray(raw[k], dtype=float)) - t0_ms for k in RAW_GPU}
+        gpu = {k: clock.host_ms(np.asarray(raw[k], dtype=float)) - t0_ms for k in RAW_GPU if k != "h2d_gsum"}
         h2d_s, h2d_e = gpu["h2d_gs"], gpu["h2d_ge"]
         comp_s, comp_e, comp_ms = gpu["comp_gs"], gpu["comp_ge"], gpu["comp_ge"] - gpu["comp_gs"]
+        h2d_gpu = np.asarray(raw["h2d_gsum"], dtype=float) * clock.scale  # a duration: scaled, not shifted
     else:
-        h2d_s = h2d_e = np.full(n, np.nan)
+        h2d_s = h2d_e = h2d_gpu = np.full(n, np.nan)
         comp_s, comp_e = f["comp_s"], f["comp_e"]
-        comp_ms = np.asarray(raw["comp_sum"], dtype=float)
+        comp_ms = summed["comp_sum"]
     sync = np.asarray(raw["copy_sync"], dtype=bool)
     _interval(out, "h2d", h2d_s, h2d_e)
-    out["h2d_call_ms"] = f["call_e"] - f["call_s"]
+    out["h2d_gpu_ms"] = h2d_gpu
+    out["h2d_call_ms"] = np.where(np.isnan(f["call_s"]), np.nan, summed["call_sum"])
     out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)
-    _interval(out, "cpu_work", f["cpu_s"], f["cpu_e"], np.asarray(raw["cpu_sum"], dtype=float))
+    _interval(out, "cpu_work", f["cpu_s"], f["cpu_e"], summed["cpu_sum"])
     _interval(out, "compute", comp_s, comp_e, comp_ms)
     request = np.where(np.isnan(f["request"]), f["batch_e"], f["request"])
     wait_s = np.where(sync, f["call_s"], request)
     wait_e = np.where(sync, f["call_e"], np.fmax(request, h2d_e))
     no_copy = np.isnan(f["call_s"])
-    _interval(out, "wait", np.where(no_copy, np.nan, wait_s), np.where(no_copy, np.nan, wait_e))
+    # A blocking copy's wait is the time inside its calls (summed over the batch's copies).
+    wait_ms = np.where(sync, summed["call_sum"], wait_e - wait_s)
+    _interval(out, "wait", np.where(no_copy, np.nan, wait_s), np.where(no_copy, np.nan, wait_e), wait_ms)
     ov_s, ov_e = np.fmax(h2d_s, f["cpu_s"]), np.fmin(h2d_e, f["cpu_e"])
     has = ~np.isnan(h2d_s) & ~np.isnan(f["cpu_s"])
     overlap = np.where(has, np.clip(ov_e - ov_s, 0.0, None), np.nan)
@@ -62,6 +68,7 @@ def build_timeline(
             "warmup": raw["warmup"],
             **{k: static.get(k, d) for k, d in (("rank", 0), ("local_rank", 0), ("world_size", 1))},
             "bytes": raw["bytes"],
+            "copies": raw["copies"],
             "src_memory": raw["src_memory"],
             **out,
             **{k: static.get(k) for k in CONFIG},

@@ -8,26 +8,34 @@ identity
     warmup (bool: excluded from summaries), rank, local_rank, world_size (int; 0, 0, 1 outside
     torch.distributed)
 data
-    bytes (int: all tensors in the batch), src_memory (str: what the H2D copy reads from,
-    ``pageable`` / ``pinned`` / ``device`` / ``mixed``, as CUPTI's srcKind would say)
+    bytes (int: all tensors of every ``to_device`` call of the batch), copies (Int64: number of
+    ``to_device`` calls), src_memory (str: what the DMA reads from, ``pageable`` / ``pinned`` /
+    ``device`` / ``mixed``, as CUPTI's srcKind would say: a non-dense pinned tensor is first made
+    contiguous in pageable memory, so its DMA reads ``pageable``)
 durations, ms
     fetch_ms      main thread blocked in ``next(loader)``
     pin_ms        the DataLoader pin step for this batch (pin thread, or main thread without workers)
     stage_ms      main thread's explicit staging into pinned memory (``staged`` mode)
-    h2d_ms        GPU time of the copy on its stream (CUDA events)
-    h2d_call_ms   host time spent inside the copy call (blocks for pageable sources or blocking copies)
+    layout_ms     host time making non-dense sources (slices, ``expand()``, gaps) contiguous before
+                  their copy: the copy torch's ``copy_`` would make inside the call; not DMA, not staging
+    h2d_ms        GPU time of the batch's copies on their stream (CUDA events): the first copy's start
+                  to the last copy's end
+    h2d_gpu_ms    the batch's copies' GPU times summed (equals ``h2d_ms`` for one copy)
+    h2d_call_ms   host time spent inside the copy calls, summed (blocks for pageable sources or
+                  blocking copies)
     dma_ms, hidden_stage_ms
                   ``h2d_ms`` of a pageable copy split into the DMA proper and the driver's hidden
                   staging (see ``profiler.timeline.split``); empty until a calibration is applied
     cpu_work_ms   user CPU work meant to overlap the copy (sum if entered several times)
     compute_ms    user GPU work (CUDA events on the compute stream; host clock on a CPU device)
-    wait_ms       exposed transfer: for copies that block the host, the copy call; for asynchronous
+    wait_ms       exposed transfer: for copies that block the host, the copy calls; for asynchronous
                   copies, the time from when the consumer asked for the data (``compute()`` entry, or the
                   batch's end) until the copy finished, 0 if it was already done
     overlap_ms    part of ``h2d`` that ran while ``cpu_work`` ran (interval intersection)
     batch_ms      from this batch's fetch start to the next batch's fetch start
 intervals, ms from the run's start
-    <phase>_start_ms, <phase>_end_ms for fetch, pin, stage, h2d, cpu_work, compute, wait, overlap, batch
+    <phase>_start_ms, <phase>_end_ms for fetch, pin, stage, layout, h2d, cpu_work, compute, wait,
+    overlap, batch (a phase entered several times: first start, last end)
 configuration
     device (str), batch_size (Int64), num_workers (Int64), pin_memory (boolean), non_blocking (boolean),
     prefetch_factor (Int64; empty with no workers)
@@ -41,12 +49,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-PHASES: tuple[str, ...] = ("fetch", "pin", "stage", "h2d", "cpu_work", "compute", "wait", "overlap", "batch")
+PHASES: tuple[str, ...] = ("fetch", "pin", "stage", "layout", "h2d", "cpu_work", "compute", "wait", "overlap", "batch")
 DURATIONS: tuple[str, ...] = (
     "fetch_ms",
     "pin_ms",
     "stage_ms",
+    "layout_ms",
     "h2d_ms",
+    "h2d_gpu_ms",
     "h2d_call_ms",
     "dma_ms",
     "hidden_stage_ms",
@@ -67,6 +77,7 @@ IDENTITY: dict[str, str] = {
     "local_rank": "int64",
     "world_size": "int64",
     "bytes": "int64",
+    "copies": "Int64",
     "src_memory": "str",
 }
 CONFIG: dict[str, str] = {
@@ -82,8 +93,9 @@ DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_
 SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG}
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 
-# Raw per-batch fields the recorder fills: host times in ms on the now_ms clock, GPU times in ms
-# elapsed since the first anchor event (NaN when absent).
+# Raw per-batch fields the recorder fills: host times in ms on the now_ms clock (``*_sum``: summed
+# durations of a phase entered several times), GPU times in ms elapsed since the first anchor event,
+# ``h2d_gsum`` the copies' GPU durations summed (NaN when absent).
 RAW_HOST = (
     "batch_s",
     "batch_e",
@@ -93,8 +105,13 @@ RAW_HOST = (
     "pin_e",
     "stage_s",
     "stage_e",
+    "stage_sum",
+    "layout_s",
+    "layout_e",
+    "layout_sum",
     "call_s",
     "call_e",
+    "call_sum",
     "cpu_s",
     "cpu_e",
     "cpu_sum",
@@ -103,7 +120,7 @@ RAW_HOST = (
     "comp_sum",
     "request",
 )
-RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge")
+RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum")
 
 
 def empty_timeline() -> pd.DataFrame:

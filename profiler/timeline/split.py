@@ -4,7 +4,7 @@ Model. A copy from pageable memory is one ``cudaMemcpyAsync``; inside it the dri
 through its own small pinned buffers and DMAs each piece. No event can sit between the two, so:
 
     dma_ms          = bytes / (pinned H2D bandwidth at that size, calibrated on this machine)
-    hidden_stage_ms = h2d_ms - dma_ms   (clipped at 0)
+    hidden_stage_ms = h2d_gpu_ms - dma_ms   (clipped at 0; h2d_ms in files without h2d_gpu_ms)
 
 Assumptions: the DMA of pageable data runs at the pinned rate (the same engine over the same link);
 everything else in ``h2d_ms`` is the CPU-side staging, including the pipeline bubbles between the
@@ -39,5 +39,7 @@ def apply(tl: pd.DataFrame, calibration: pd.DataFrame) -> pd.DataFrame:
         return out
     dma = pinned_ms(out.loc[rows, "bytes"].to_numpy(), calibration)
     out.loc[rows, "dma_ms"] = dma
-    out.loc[rows, "hidden_stage_ms"] = np.clip(out.loc[rows, "h2d_ms"].to_numpy() - dma, 0.0, None)
+    # The copies' own GPU time: with several copies per batch, h2d_ms also spans the gaps between them.
+    gpu = out.h2d_gpu_ms.where(out.h2d_gpu_ms.notna(), out.h2d_ms)
+    out.loc[rows, "hidden_stage_ms"] = np.clip(gpu[rows].to_numpy() - dma, 0.0, None)
     return out
