@@ -25,7 +25,7 @@ log="$OUT/gpu_check.log"
     echo "=== $step ($(date +%T))"
     case $step in
       # Each step has a time limit: a hung GPU call must not eat the session's device time.
-      tests) timeout 300 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests ;;
+      tests) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider tests ;;
       run) timeout 180 python3 -m profiler run --out "$OUT/run-default" --force ;;
       quoted) timeout 120 python3 scripts/naive_benchmark.py --out "$OUT/naive" && timeout 120 python3 scripts/better_benchmark.py --out "$OUT/better" ;;
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
