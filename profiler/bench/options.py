@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiler.errors import OutputExistsError, OutputNotWritableError
+from profiler.errors import OutputExistsError
 from profiler.modes import MODES, Mode
+from profiler.report.claim import claim
 
 
 @dataclass
@@ -69,7 +70,8 @@ def scenarios(opts: RunOptions) -> list[Scenario]:
 
 
 def prepare_out(out: Path | None, force: bool) -> Path:
-    """Create the report folder; refuse to overwrite a non-empty one unless ``force``."""
+    """Create and claim the report folder (``profiler.report.claim``); refuse a non-empty one unless
+    ``force``, and one another live run holds even then."""
     if out is None:
         stamp = pd.Timestamp.now().strftime("%Y%m%d-%H%M%S")
         out = Path("reports") / f"run-{stamp}"
@@ -78,11 +80,5 @@ def prepare_out(out: Path | None, force: bool) -> Path:
         raise OutputExistsError(
             f"--out {str(out)!r} already exists and is not empty; choose another folder or pass --force to overwrite it"
         )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".pinprof-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as err:
-        raise OutputNotWritableError(f"--out {str(out)!r} is not writable ({err.strerror})") from err
+    claim(out, "--out")  # a second run on the same folder is refused from here on (released when the run ends)
     return out

@@ -28,6 +28,7 @@ from profiler.errors import RunFailed
 from profiler.modes import SPECS
 from profiler.report import files as report_io
 from profiler.report import meta
+from profiler.report.claim import LOCK, release
 from profiler.report.folder import write_report
 from profiler.report.signals import Terminated, install_sigterm, restore_sigterm, write_held
 from profiler.timeline import schema as timeline
@@ -105,12 +106,12 @@ def _open_out(opts: RunOptions) -> tuple[Path, str, bool]:
     """(this process's report folder, the run's name, whether it is one rank of a job)."""
     job = distributed.in_job()
     if not job:
-        out = prepare_out(opts.out, opts.force)
+        out = opts.out = prepare_out(opts.out, opts.force)  # the folder chosen, for the release at the end
         return out, out.name, False
     rank_device = distributed.init(opts.device)
     opts.device = str(rank_device) if rank_device is not None else opts.device
     top = prepare_out(opts.out, opts.force) if rank_info()["rank"] == 0 else None
-    top = Path(str(distributed.agree(str(top))))
+    top = opts.out = Path(str(distributed.agree(str(top))))
     out = distributed.rank_folder(top)
     out.mkdir(parents=True, exist_ok=True)
     return out, top.name, True
@@ -143,6 +144,21 @@ def _run_scenarios(
 
 
 def run_matrix(
+    opts: RunOptions, argv: list[str] | None = None, echo: Callable[[str], None] = print
+) -> tuple[Path, str | None]:
+    """Run every scenario, write the report folder; returns (folder, what interrupted it or None).
+
+    As one rank of a job (``profiler.bench.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
+    The folder is claimed while the run lasts (``profiler.report.claim``).
+    """
+    try:
+        return _run_matrix(opts, argv, echo)
+    finally:
+        if opts.out is not None:
+            release(Path(opts.out) / LOCK)
+
+
+def _run_matrix(
     opts: RunOptions, argv: list[str] | None = None, echo: Callable[[str], None] = print
 ) -> tuple[Path, str | None]:
     """Run every scenario, write the report folder; returns (folder, what interrupted it or None).

@@ -1,0 +1,76 @@
+"""A report folder claimed by one run at a time: a lock file made with O_EXCL when the run starts.
+
+Two runs on one folder used to both pass the emptiness check and one report silently replaced the
+other. The lock (``.pinprof.lock``: the pid and host of the run holding it) is removed when the run
+ends; one left by a run that died (``kill -9``) names a pid that no longer exists on this host and
+is taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+
+from profiler.errors import OutputExistsError, OutputNotWritableError
+
+LOCK = ".pinprof.lock"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, as another user's process
+    return True
+
+
+def _holder(lock: Path) -> tuple[int, str] | None:
+    """(pid, host) written in ``lock``, or None if unreadable (a torn write)."""
+    try:
+        data = json.loads(lock.read_text(encoding="utf-8"))
+        return int(data["pid"]), str(data["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def claim(folder: Path, what: str) -> Path:
+    """Create ``folder`` if needed and take its lock; refuse if a live run holds it.
+
+    ``what`` names the option that chose the folder (``--out``, ``out=``) in the errors."""
+    folder = Path(folder)
+    lock = folder / LOCK
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):  # a second try after removing a dead run's lock
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                holder = _holder(lock)
+                if holder is not None and (holder[1] != platform.node() or _alive(holder[0])):
+                    raise OutputExistsError(
+                        f"{what} {str(folder)!r} is being written by another pinprof run (pid {holder[0]} on "
+                        f"{holder[1]}); choose another folder, or wait for that run to end"
+                    ) from None
+                lock.unlink(missing_ok=True)  # its run is gone
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"pid": os.getpid(), "host": platform.node()}, fh)
+            return lock
+    except OSError as err:
+        if isinstance(err, OutputExistsError):
+            raise
+        raise OutputNotWritableError(f"{what} {str(folder)!r} is not writable ({err.strerror or err})") from err
+    raise OutputExistsError(f"{what} {str(folder)!r}: its lock {LOCK} keeps coming back; another run is starting there")
+
+
+def release(lock: Path | None) -> None:
+    """Remove the lock if this process holds it."""
+    if lock is None:
+        return
+    holder = _holder(lock)
+    if holder is not None and holder[0] == os.getpid():
+        lock.unlink(missing_ok=True)
