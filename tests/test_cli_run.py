@@ -101,3 +101,23 @@ def test_unwritable_out_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
 def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "profiler", "--version"], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.startswith("pinprof ")
+
+
+def test_batches_beyond_one_epoch_restart_the_loader(tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    args = ["run", "--out", str(out), "--device", "cpu", "--modes", "pageable", "--batch-size", "16",
+            "--dataset-size", "64", "--num-workers", "0", "--batches", "10", "--warmup", "1",
+            "--cpu-work-ms", "0", "--no-plots", "--no-calibrate"]  # fmt: skip
+    assert main(args) == 0
+    tl = read_timeline(out)
+    assert len(tl) == 11 and list(tl.batch) == list(range(11))  # 4 batches per epoch: three epochs, cut at 11
+
+
+def test_a_cpu_run_says_compute_is_host_timed(tmp_path: Path) -> None:
+    from profiler.analysis.diagnose import diagnose
+    from profiler.render.markdown import diagnosis_text
+
+    tl = read_timeline(Path(__file__).parent / "data" / "h200_default")
+    tl = tl.assign(device="cpu", h2d_ms=float("nan"), compute_ms=tl.batch_ms * 0.8)
+    text = diagnosis_text(diagnose(tl))
+    assert "compute (host clock, no GPU) takes" in text and "GPU compute" not in text

@@ -75,3 +75,20 @@ def test_a_minimal_foreign_timeline_is_completed_with_empty_columns(tmp_path: Pa
     tl = read_timeline(path)
     assert tl.h2d_ms.iloc[0] == 0.5 and pd.isna(tl.h2d_ms.iloc[1]) and tl.fetch_ms.isna().all()
     assert not tl.warmup.any()
+
+
+def test_out_is_checked_when_the_profiler_is_made_and_claimed_for_one_run(tmp_path: Path) -> None:
+    from profiler.errors import OutputExistsError, OutputNotWritableError
+
+    first = TransferProfiler(device="cpu", out=tmp_path / "rep")
+    with pytest.raises(OutputExistsError, match="being written by another pinprof run"):
+        TransferProfiler(device="cpu", out=tmp_path / "rep")  # same folder while the first holds it
+    with first as prof:
+        for b in prof.batches([torch.ones(2)] * 2):
+            prof.to_device(b)
+    assert (tmp_path / "rep" / "timeline.csv").is_file() and not (tmp_path / "rep" / ".pinprof.lock").exists()
+    with pytest.raises(OutputExistsError, match="already holds a report"):
+        TransferProfiler(device="cpu", out=tmp_path / "rep")  # a new run would mix into the old report
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputNotWritableError, match="not writable"):
+        TransferProfiler(device="cpu", out=tmp_path / "file" / "sub")  # before any batch, not after the loop

@@ -166,7 +166,9 @@ def compute_bound(c: Case) -> Finding | None:
         return None
     return Finding(
         Verdict.COMPUTE_BOUND,
-        f"GPU compute takes {_fmt(c.m['compute'])} of each {_fmt(c.batch)} batch "
+        # Without CUDA, compute() is timed by the host clock: it is the loop's own work, not the GPU's.
+        f"{'GPU compute' if c.gpu else 'compute (host clock, no GPU)'} takes {_fmt(c.m['compute'])} of each "
+        f"{_fmt(c.batch)} batch "
         f"({comp / c.batch:.0%}): the input pipeline is fine.",
         [],
     )

@@ -74,9 +74,13 @@ def run_scenario(
     total = per_epoch * opts.epochs if opts.epochs else limit
     enabled = sys.stdout.isatty() if opts.progress is None else opts.progress
     bar = _progress(total, sc.name, enabled)
+    # --batches beyond one epoch: the loader restarts until the count is reached (it used to stop at one).
+    rounds = opts.epochs or -(-(limit or 0) // max(per_epoch, 1))
+    done = 0  # not bar.n: a disabled tqdm does not count
     try:
-        for _ in range(opts.epochs or 1):
-            for batch in prof.batches(loader, limit=limit):
+        for _ in range(rounds):
+            left = None if limit is None else limit - done
+            for batch in prof.batches(loader, limit=left):
                 x, _y = prof.to_device(batch)
                 with prof.cpu_work():
                     busy_cpu(sc.cpu_work_ms)
@@ -85,6 +89,7 @@ def run_scenario(
                         loss = gpu_work(x)
                     loss.item()  # a training loop reads its loss: the one sync per step, as users have
                 bar.update(1)
+                done += 1
                 if enabled and bar.n % 10 == 0:
                     bar.set_postfix({k: f"{v:.2f}ms" for k, v in prof.live_medians().items() if v == v}, refresh=False)
     finally:

@@ -31,7 +31,7 @@ from profiler.capture.cuda.gate import StreamGate, gate_wanted, make_gate
 from profiler.capture.device_copy import DeviceCopier
 from profiler.capture.devices import rank_info, resolve_device
 from profiler.capture.hazards import HazardWatch, hazards_wanted
-from profiler.capture.loader import loader_config
+from profiler.capture.loader import cpu_only_notes, loader_config
 from profiler.capture.nvtx import NvtxEmitter
 from profiler.capture.pending import PendingEvents
 from profiler.capture.phases import Compute, CpuWork
@@ -40,6 +40,7 @@ from profiler.capture.staged_copy import StagedCopier
 from profiler.capture.store import TEMPLATE, Store, note_memory
 from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, UsageError
 from profiler.modes import SPECS, Mode, parse_mode
+from profiler.report.claim import release
 from profiler.report.signals import install_sigterm, restore_sigterm
 from profiler.timeline.build import build_timeline
 from profiler.timeline.clockmap import ClockMap
@@ -84,6 +85,7 @@ class TransferProfiler:
         self.nvtx = NvtxEmitter(enabled=nvtx)
         self.run, self.scenario, self.warmup = run, scenario, warmup
         self.out = out
+        self._lock = saving.claim_out(out) if out is not None else None  # a bad out= fails now, not after the loop
         self._origin = origin_ms
         self._config: dict[str, Any] = dict(config or {})
         self._store = Store()
@@ -164,16 +166,8 @@ class TransferProfiler:
         if self.cuda and self._anchor is None:
             self._anchor = take_anchor(current_stream(self._index), self._gate)
         loader_config(loader, self._config)
-        if self._hazards and not self.cuda:
-            self._warn_once(
-                "hazards-no-cuda", "hazard detection watches CUDA copies and there is no CUDA device: it stays off"
-            )
-        if self._config.get("pin_memory") and not self.cuda:
-            self._warn_once(
-                "pin-no-cuda",
-                "the loader has pin_memory=True but there is no CUDA device: "
-                "torch skips pinning, so pin_ms stays empty",
-            )
+        for key, message in [] if self.cuda else cpu_only_notes(self._config, self._hazards):
+            self._warn_once(key, message)
 
     def _commit(self, rec: dict[str, Any]) -> None:
         if rec["bytes"] < 0:
@@ -294,5 +288,6 @@ class TransferProfiler:
                 saving.save_on_exit(self, self.out, exc_type, exc)
         finally:
             self.close()
+            release(self._lock)
         if exc_type is None and self.out is not None:
             saving.merge_ranks(self.out)  # a barrier across ranks: not with signals held

@@ -13,19 +13,38 @@ import torch
 
 from profiler.capture.devices import rank_info
 from profiler.capture.environment import describe
+from profiler.errors import OutputExistsError
 from profiler.report import files, meta
+from profiler.report.claim import claim
 from profiler.report.signals import Terminated, note_on, write_held
 
 if TYPE_CHECKING:
     from profiler.capture.profiler import TransferProfiler
 
 
+def report_folder(out: str | Path) -> Path:
+    """The folder this process writes into: ``out``, or ``out/rank<k>`` in a job of several ranks."""
+    ranks = rank_info()
+    folder = Path(out)
+    return folder / f"rank{ranks['rank']}" if ranks["world_size"] > 1 else folder  # no two processes share a file
+
+
+def claim_out(out: str | Path) -> Path:
+    """Check ``out=`` when the profiler is made, not after the loop: refuse a folder that already holds
+    a report (a new run would mix into it) or that another live run holds; take its lock."""
+    for folder in {Path(out), report_folder(out)}:
+        if (folder / files.TIMELINE).exists():
+            raise OutputExistsError(
+                f"out={str(out)!r} already holds a report ({folder / files.TIMELINE}); a new run would mix into "
+                "it: choose another folder, or delete that one"
+            )
+    return claim(report_folder(out), "out=")
+
+
 def save(prof: TransferProfiler, out: str | Path, partial: bool = False, **extra: Any) -> Path:
     """Write ``timeline.csv`` and ``meta.json`` into ``out`` (atomically); returns the folder."""
     ranks = rank_info()
-    folder = Path(out)
-    if ranks["world_size"] > 1:  # one folder per rank: no two processes write the same file
-        folder = folder / f"rank{ranks['rank']}"
+    folder = report_folder(out)
     folder.mkdir(parents=True, exist_ok=True)
     files.write_csv(prof.timeline(), folder / files.TIMELINE)
     info: dict[str, Any] = {**ranks, **extra}

@@ -41,6 +41,13 @@ def _plt():  # type: ignore[no-untyped-def]
     return plt
 
 
+def _label(phase: str, tl: pd.DataFrame) -> str:
+    """The legend's name of a phase; compute on a CPU device is the host clock's, not the GPU's."""
+    if phase == "compute" and not tl.device.astype(str).str.startswith("cuda").any():
+        return "compute (host clock, no GPU)"
+    return LABELS[phase]
+
+
 def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
     """The first ``first`` measured batches of each scenario, one panel each, four lanes."""
     plt = _plt()
@@ -68,7 +75,7 @@ def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[p]) for p in COLORS if p in used]
     fig.legend(
         handles,
-        [LABELS[p] for p in COLORS if p in used],
+        [_label(p, rows) for p in COLORS if p in used],
         loc="upper center",
         ncol=min(5, len(handles)),
         fontsize=8,
@@ -91,7 +98,10 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
         [f"{p}_ms" for p in (*MAIN_STACK, "batch", "h2d", "pin", "compute")]
     ].median()
     med = med.fillna(0.0)
-    other = (med.batch_ms - med[[f"{p}_ms" for p in MAIN_STACK]].sum(axis=1)).clip(lower=0)
+    # "other" is measured per batch (its time minus its main-thread phases), then its median taken: a
+    # median of batch times minus the sum of the phases' medians is no batch's time at all.
+    per_batch = rows.batch_ms - rows[[f"{p}_ms" for p in MAIN_STACK]].fillna(0.0).sum(axis=1)
+    other = per_batch.groupby(rows.scenario, sort=False).median().reindex(med.index).fillna(0.0).clip(lower=0)
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * len(med)))
     y = np.arange(len(med))
     left = np.zeros(len(med))
@@ -103,7 +113,7 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
         other,
         left=left,
         color=COLORS["other"],
-        label="other main-thread time (incl. waiting on the GPU)",
+        label="other main-thread time (incl. waiting on the GPU; median per batch)",
         height=0.6,
     )
     for p, marker in (("h2d", "|"), ("pin", "x"), ("compute", "^")):
@@ -115,7 +125,7 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
             color=COLORS[p],
             s=60,
             zorder=3,
-            label=f"{LABELS[p]} (median, not stacked)",
+            label=f"{_label(p, rows)} (median, not stacked)",
         )
     ax.set_yticks(y, med.index, fontsize=8)
     ax.invert_yaxis()
