@@ -114,3 +114,20 @@ def test_import_works_without_registered_strings(capture: Path, tmp_path: Path) 
     original = pd.read_csv(capture / "nsys_timeline.csv")
     assert list(inline.batch) == list(original.batch)
     assert (inline.fetch_ms - original.fetch_ms).abs().max() < 1e-9
+
+
+@pytest.mark.nsys
+def test_pinprof_nsys_shows_the_programs_output_and_returns_its_exit_code(tmp_path: Path) -> None:
+    nsys_or_skip()
+    out = tmp_path / "failing"
+    app = "import sys; print('hello from the profiled program', flush=True); sys.exit(3)"
+    res = subprocess.run(
+        [sys.executable, "-m", "profiler", "nsys", "--out", str(out), "--", sys.executable, "-c", app],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 3, res.stdout + res.stderr  # was 0: a failing script looked profiled
+    assert "hello from the profiled program" in res.stdout  # was hidden in nsys.log only
+    assert "the program exited with 3" in res.stdout
+    assert "hello from the profiled program" in (out / "nsys.log").read_text()

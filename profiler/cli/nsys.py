@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from profiler.cli.args import Subparsers
-from profiler.errors import UsageError
+from profiler.errors import PinprofError, UsageError
 
 
 def add(sub: Subparsers) -> None:
@@ -33,17 +34,26 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise UsageError("give the command to profile after --, e.g. pinprof nsys -- python train.py")
-    captured = nsys_run.profile(command, args.out, gpu=torch.cuda.is_available(), capture_range=args.capture_range)
-    print(f"pinprof nsys: captured {captured}")
+    captured, code = nsys_run.profile(
+        command, args.out, gpu=torch.cuda.is_available(), capture_range=args.capture_range
+    )
+    print(f"pinprof nsys: captured {captured}" + (f"; the program exited with {code}" if code else ""))
     if captured.suffix == ".qdstrm" and nsys_run.importer_for(nsys_run.find_nsys()) is None:
         print(
             f"pinprof nsys: this nsys has no importer; run `pinprof nsys-import {captured}` where Nsight "
             "Systems' host part is (scripts/get_nsys.sh)"
         )
-        return 0
+        return code
     compare_with = args.compare or next(iter(sorted(args.out.rglob("timeline.csv"))), None)
-    done = nsys_run.import_report(captured, args.out, compare_with)
+    try:
+        done = nsys_run.import_report(captured, args.out, compare_with)
+    except PinprofError as err:
+        if not code:
+            raise
+        # The program failed: its exit status is the news; what could not be imported is a note.
+        print(f"pinprof nsys: nothing imported ({err})", file=sys.stderr)
+        return code
     print(f"pinprof nsys: {len(done.table)} batches -> {done.out_dir / 'nsys_timeline.csv'}")
     if done.comparison is not None:
         print("\n".join(compare_lines(done.comparison)))
-    return 0
+    return code  # the profiled program's exit status: a failing script fails here too

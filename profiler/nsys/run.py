@@ -11,6 +11,7 @@ converts it where the host part is (``QdstrmImporter``), then exports and import
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,18 +142,42 @@ def import_report(path: Path, out_dir: Path | None = None, compare_with: Path | 
     return Imported(table, comparison, out_dir)
 
 
-def profile(command: Sequence[str], out: Path, gpu: bool, capture_range: str | None = None) -> Path:
-    """Run ``command`` under nsys into ``out``; returns the .nsys-rep, or the .qdstrm left behind."""
+class Capture(NamedTuple):
+    path: Path  # the .nsys-rep, or the .qdstrm nsys left for an importer elsewhere
+    returncode: int  # the profiled program's exit status (nsys passes it on)
+
+
+# nsys names the raw capture it writes: "Generating '/tmp/nsys-report-c6c4.qdstrm'"
+_GENERATING = re.compile(r"Generating '([^']+\.qdstrm)'")
+
+
+def profile(command: Sequence[str], out: Path, gpu: bool, capture_range: str | None = None) -> Capture:
+    """Run ``command`` under nsys into ``out``, its output shown as it comes and kept in nsys.log.
+
+    Only the capture this nsys names as its own is taken: never another run's ``/tmp`` file."""
     nsys = find_nsys()
     out.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run(profile_args(nsys, out, command, gpu, capture_range), capture_output=True, text=True)
-    (out / "nsys.log").write_text(res.stdout + res.stderr)
+    named: list[str] = []
+    with open(out / "nsys.log", "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            profile_args(nsys, out, command, gpu, capture_range),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            log.write(line)
+            named += _GENERATING.findall(line)
+        code = proc.wait()
     rep = out / "report.nsys-rep"
     if rep.is_file():
-        return rep
-    raw = sorted(out.glob("*.qdstrm")) or sorted(Path("/tmp").glob("nsys-report-*.qdstrm"), key=os.path.getmtime)
+        return Capture(rep, code)
+    raw = [Path(n) for n in named if Path(n).is_file()] or sorted(out.glob("*.qdstrm"))
     if raw:
         kept = out / "report.qdstrm"
         shutil.move(str(raw[-1]), kept)
-        return kept
-    raise NsysError(f"nsys profile made no report (exit {res.returncode}); see {out / 'nsys.log'}")
+        return Capture(kept, code)
+    raise NsysError(f"nsys profile made no report (exit {code}); see {out / 'nsys.log'}")
