@@ -83,6 +83,8 @@ class DeviceCopier:
         dev = self.device
         srcs = [t for t, k in zip(tensors, kinds) if k != "device"]
         src_kinds: list[MemoryKind] = [k for k in kinds if k != "device"]
+        # Destinations on the compute stream, their consumer (the copy stream's writes are ordered before
+        # its next work by the wait on the end event, so a freed block is safe to reuse there).
         dsts = [torch.empty_like(t, device=dev) for t in srcs]
         if any(needs_layout(d, t) for d, t in zip(dsts, srcs)):
             srcs, src_kinds = self._relayout(dsts, srcs, src_kinds, rec)
