@@ -20,8 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from profiler.errors import ReportError
+from profiler.report.files import regular_file
 
 NS_PER_MS = 1e6
+MAX_EXPORT_BYTES = 64 << 30  # exports of long captures run to gigabytes; sqlite reads them in pages
 PUSH_POP = 59
 DOMAIN_CREATE = 75
 DEFAULT_MEM_KINDS = {0: "pageable", 1: "pinned", 2: "device"}
@@ -98,8 +100,11 @@ def open_export(path: Path) -> sqlite3.Connection:
     path = Path(path)
     if not path.is_file():
         raise ReportError(f"{path}: no such file; pass the .sqlite from `nsys export --type sqlite` or a .nsys-rep")
+    regular_file(path, MAX_EXPORT_BYTES)
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # Read-only through a URI pathlib encodes: a name with '#' or '?' built into "file:..." by hand
+        # opened another path (and created it).
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as err:
         raise ReportError(f"{path}: not an SQLite export ({err})") from err

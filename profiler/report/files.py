@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from profiler.atomic import write_csv, write_json, write_text_atomic
@@ -33,11 +35,32 @@ __all__ = [
 ]
 
 
-def read_json(path: Path) -> dict[str, Any]:
+# Reports pinprof writes stay far below these (a 100,000-batch timeline is about 60 MB); a larger
+# input is not a report, and reading it whole could take the machine's memory.
+MAX_CSV_BYTES = 2 << 30
+MAX_JSON_BYTES = 64 << 20
+
+
+def regular_file(path: Path, limit: int) -> Path:
+    """``path`` if it is a regular file of at most ``limit`` bytes; a FIFO or a device would hang or
+    never end (``/dev/zero``), so they are refused before a byte is read."""
+    path = Path(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        st = path.stat()
     except FileNotFoundError as err:
         raise ReportError(f"{path}: no such file") from err
+    if not stat.S_ISREG(st.st_mode):
+        raise ReportError(f"{path}: not a regular file (a FIFO, device or socket); pass a report file")
+    if st.st_size > limit:
+        raise ReportError(f"{path}: {st.st_size} bytes, more than a pinprof report holds ({limit} at most)")
+    return path
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(regular_file(path, MAX_JSON_BYTES).read_text(encoding="utf-8"))
+    except RecursionError as err:  # nesting deeper than the parser's stack: not pinprof's meta.json
+        raise ReportError(f"{path}: JSON nested too deeply to be a pinprof file") from err
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ReportError(f"{path}: not valid JSON ({err}); was the run interrupted while writing it?") from err
     if not isinstance(data, dict):
@@ -57,13 +80,25 @@ def resolve_timeline_path(path: Path) -> Path:
         )
     if not path.exists():
         raise ReportError(f"{path}: no such file or folder")
-    return path
+    return regular_file(path, MAX_CSV_BYTES)
 
 
 def read_calibration(folder: Path) -> pd.DataFrame | None:
     """The report's bandwidth calibration (bytes, pinned_GBps, pageable_GBps), or None if it has none."""
     path = Path(folder) / CALIBRATION
-    return pd.read_csv(path) if path.is_file() else None
+    if not path.exists():
+        return None
+    try:
+        cal = pd.read_csv(regular_file(path, MAX_CSV_BYTES))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ReportError(f"{path}: not a calibration CSV ({str(err).splitlines()[0]})") from err
+    missing = [c for c in ("bytes", "pinned_GBps") if c not in cal]
+    if missing:
+        raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; remove the file or re-run the calibration")
+    values = cal[["bytes", "pinned_GBps"]].apply(pd.to_numeric, errors="coerce")
+    if not (np.isfinite(values.to_numpy(float)).all() and (values.to_numpy(float) > 0).all()):
+        raise ReportError(f"{path}: bytes and pinned_GBps must be positive finite numbers in every row")
+    return cal.assign(bytes=values.bytes, pinned_GBps=values.pinned_GBps)
 
 
 REQUIRED = ("mode", "batch", "bytes")
