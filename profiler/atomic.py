@@ -14,9 +14,16 @@ from typing import Any
 
 import pandas as pd
 
+from profiler.errors import OutputNotWritableError
+
 
 def write_text_atomic(path: Path, text: str) -> None:
     path = Path(path)
+    # The rename would replace a symlink (not what it points to) or a device node: refuse both.
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise OutputNotWritableError(
+            f"{path}: not a regular file (a link, device or folder); pinprof writes files only"
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -72,3 +73,44 @@ def test_an_export_named_with_a_hash_opens_that_file_and_creates_none(tmp_path: 
     assert set(os.listdir(tmp_path)) == before  # no stray "cap" file from a URI cut at '#'
     with sqlite3.connect(odd) as con:  # the copy is still the export it was
         assert con.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0] > 0
+
+
+def test_writers_refuse_to_replace_a_symlink_or_a_device(tmp_path: Path) -> None:
+    from profiler.atomic import write_text_atomic
+    from profiler.errors import OutputNotWritableError
+
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    link = tmp_path / "diagnosis.md"
+    link.symlink_to(target)
+    with pytest.raises(OutputNotWritableError, match="not a regular file"):
+        write_text_atomic(link, "new")
+    assert link.is_symlink() and target.read_text() == "keep me"  # the rename used to replace the link
+    with pytest.raises(OutputNotWritableError):
+        write_text_atomic(Path("/dev/null"), "x")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--batch-size", "16,16"], "gives 16 twice"),  # used to fuse two scenarios into one
+        (["--num-workers", "100000"], "must be <="),
+        (["--prefetch-factor", "1000000"], "must be <= 64"),
+        (["--nproc", "100000"], "must be <="),
+    ],
+)
+def test_run_refuses_duplicate_and_huge_axis_values(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", *args])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_merge_refuses_two_folders_claiming_one_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for k in (0, 1):
+        shutil.copytree(DATA / "h200_default", tmp_path / f"rank{k}")
+        meta = json.loads((tmp_path / f"rank{k}" / "meta.json").read_text())
+        (tmp_path / f"rank{k}" / "meta.json").write_text(json.dumps({**meta, "rank": 0}))  # both claim rank 0
+    assert main(["merge", str(tmp_path)]) == 2
+    assert "rank(s) [0] claimed by more than one folder" in capsys.readouterr().err

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 DEFAULT_WORKERS = min(4, os.cpu_count() or 1)
+# Each DataLoader worker and each rank is a process holding its batches: far past the cores, a value
+# only runs the machine out of memory. The bounds refuse it with a line instead.
+MAX_WORKERS = 4 * (os.cpu_count() or 1)
+MAX_RANKS = os.cpu_count() or 1
+MAX_PREFETCH = 64
 Subparsers = Any  # argparse's _SubParsersAction, which it does not export
 
 
@@ -33,8 +38,11 @@ class Verb(Protocol):
     def run(self, args: argparse.Namespace, argv: Sequence[str]) -> int: ...
 
 
-def list_of(kind: Callable[[str], T], name: str, minimum: float, allow_equal: bool = True) -> Callable[[str], list[T]]:
-    """A comma list of numbers, each finite and at least (or above) ``minimum``."""
+def list_of(
+    kind: Callable[[str], T], name: str, minimum: float, allow_equal: bool = True, maximum: float | None = None
+) -> Callable[[str], list[T]]:
+    """A comma list of distinct numbers (each value is a scenario), each finite, at least (or above)
+    ``minimum`` and at most ``maximum``."""
 
     def parse(text: str) -> list[T]:
         values: list[T] = []
@@ -49,6 +57,10 @@ def list_of(kind: Callable[[str], T], name: str, minimum: float, allow_equal: bo
             if value < minimum or (value == minimum and not allow_equal):  # type: ignore[operator]
                 bound = f">= {minimum:g}" if allow_equal else f"> {minimum:g}"
                 raise argparse.ArgumentTypeError(f"{name} {part!r} must be {bound}")
+            if maximum is not None and value > maximum:  # type: ignore[operator]
+                raise argparse.ArgumentTypeError(f"{name} {part!r} must be <= {maximum:g}")
+            if value in values:
+                raise argparse.ArgumentTypeError(f"{name} {text!r} gives {part} twice; each value is one scenario")
             values.append(value)
         return values
 
@@ -68,7 +80,7 @@ def modes(text: str) -> list[str]:
     return values
 
 
-def int_at_least(name: str, minimum: int) -> Callable[[str], int]:
+def int_at_least(name: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -76,13 +88,15 @@ def int_at_least(name: str, minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{name} {text!r} is not an integer") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{name} {text!r} must be {'> 0' if minimum == 1 else f'>= {minimum}'}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{name} {text!r} must be <= {maximum}")
         return value
 
     return parse
 
 
-def positive_int(name: str) -> Callable[[str], int]:
-    return int_at_least(name, 1)
+def positive_int(name: str, maximum: int | None = None) -> Callable[[str], int]:
+    return int_at_least(name, 1, maximum)
 
 
 def nonneg_int(name: str) -> Callable[[str], int]:

@@ -6,7 +6,17 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiler.cli.args import DEFAULT_WORKERS, Subparsers, list_of, modes, nonneg_int, positive_int
+from profiler.cli.args import (
+    DEFAULT_WORKERS,
+    MAX_PREFETCH,
+    MAX_RANKS,
+    MAX_WORKERS,
+    Subparsers,
+    list_of,
+    modes,
+    nonneg_int,
+    positive_int,
+)
 from profiler.errors import UsageError
 from profiler.modes import MODES
 
@@ -22,11 +32,13 @@ def add(sub: Subparsers) -> None:
     p.add_argument("--batch-size", type=list_of(int, "--batch-size", 0, False), default=[64, 1024])
     p.add_argument(
         "--num-workers",
-        type=list_of(int, "--num-workers", 0),
+        type=list_of(int, "--num-workers", 0, maximum=MAX_WORKERS),
         default=[DEFAULT_WORKERS],
         help=f"default {DEFAULT_WORKERS}: 4, or the CPU cores if fewer",
     )
-    p.add_argument("--prefetch-factor", type=list_of(int, "--prefetch-factor", 0, False), default=[2])
+    p.add_argument(
+        "--prefetch-factor", type=list_of(int, "--prefetch-factor", 0, False, maximum=MAX_PREFETCH), default=[2]
+    )
     p.add_argument(
         "--cpu-work-ms",
         type=list_of(float, "--cpu-work-ms", 0),
@@ -56,7 +68,7 @@ def add(sub: Subparsers) -> None:
     p.add_argument("--no-plots", action="store_true")
     p.add_argument(
         "--nproc",
-        type=positive_int("--nproc"),
+        type=positive_int("--nproc", MAX_RANKS),
         default=1,
         help="run the matrix in N ranks at once (one GPU each; gloo on CPU), merged into one report",
     )

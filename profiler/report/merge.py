@@ -37,6 +37,10 @@ def merge(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     for sub in rank_folders(folder):
         metas.append(report_io.read_json(sub / report_io.META))
         parts.append(report_io.read_timeline(sub))
+    ranks = [int(m.get("rank", i)) for i, m in enumerate(metas)]
+    twice = sorted({r for r in ranks if ranks.count(r) > 1})
+    if twice:
+        raise ReportError(f"{folder}: rank(s) {twice} claimed by more than one folder; one job's ranks only")
     hosts = {m.get("host") for m in metas}
     origins: list[float | None] = [m.get("origin_monotonic_ms") for m in metas]
     known = [o for o in origins if o is not None]
@@ -48,7 +52,7 @@ def merge(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     merged = concat(parts)
     meta = dict(metas[0])
     meta.update(
-        ranks=[int(m.get("rank", i)) for i, m in enumerate(metas)],
+        ranks=ranks,
         world_size=len(metas),
         clock_aligned=aligned,
         partial=any(m.get("partial") for m in metas),
