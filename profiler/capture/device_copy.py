@@ -37,23 +37,19 @@ Call = tuple[torch.Tensor, torch.Tensor, bool]
 
 def single_memcpy(dst: torch.Tensor, src: torch.Tensor) -> bool:
     """Whether ``dst.copy_(src)`` is one plain memcpy of ``src``'s bytes, with nothing staged on the
-    host: same dtype and layout (``empty_like`` gives a dense source its own strides), no lazy
-    conj/neg bit, something to copy."""
-    return (
-        src.layout == torch.strided
-        and dst.dtype == src.dtype
-        and src.numel() > 0
-        and not (src.is_conj() or src.is_neg())
-        and ((src.is_contiguous() and dst.is_contiguous()) or src.stride() == dst.stride())
-    )
+    host: same layout (``empty_like`` gives a dense source its own strides, and the same dtype), no
+    lazy conj/neg bit, something to copy. The contiguous case, the common one, is decided first."""
+    if src.numel() == 0 or src.is_conj() or src.is_neg():
+        return False
+    return src.is_contiguous() or (src.layout == torch.strided and src.stride() == dst.stride())
 
 
 def needs_layout(dst: torch.Tensor, src: torch.Tensor) -> bool:
     """Whether torch would first make ``src`` contiguous on the host to copy it into ``dst``."""
     return (
-        src.layout == torch.strided
+        not src.is_contiguous()  # first: the common case returns here
+        and src.layout == torch.strided
         and src.numel() > 0
-        and not src.is_contiguous()
         and src.stride() != dst.stride()
         and dst.is_contiguous()
     )
