@@ -82,11 +82,15 @@ class DeviceCopier:
         # Destinations on the compute stream, their consumer (the copy stream's writes are ordered before
         # its next work by the wait on the end event, so a freed block is safe to reuse there).
         dsts = [torch.empty_like(t, device=dev) for t in srcs]
-        if any(needs_layout(d, t) for d, t in zip(dsts, srcs)):
-            srcs, src_kinds = self._relayout(dsts, srcs, src_kinds, rec)
-        gated = self._gate is not None and all(
-            k == "pinned" and single_memcpy(d, t) for d, t, k in zip(dsts, srcs, src_kinds)
-        )
+        for d, t in zip(dsts, srcs):  # a loop, not any(): no generator on the hot path
+            if needs_layout(d, t):
+                srcs, src_kinds = self._relayout(dsts, srcs, src_kinds, rec)
+                break
+        gated = self._gate is not None
+        for d, t, k in zip(dsts, srcs, src_kinds):
+            if not (k == "pinned" and single_memcpy(d, t)):
+                gated = False
+                break
         stream = self._copy_stream if spec.side_stream or gated else compute_stream
         switch = stream is not compute_stream
         start, end = self._pool.get(), self._pool.get()
