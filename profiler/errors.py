@@ -66,6 +66,10 @@ class RunFailed(PinprofError, RuntimeError):
     exit_code = 1
 
 
+class WriteFailed(RunFailed):
+    """A run could not write its report any more (a full disk); what was written before is kept."""
+
+
 class PinprofWarning(UserWarning):
     """A setting that makes a mode do something other than its name says."""
 

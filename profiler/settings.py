@@ -8,6 +8,7 @@
 | ``PINPROF_ELAPSED`` | | ``torch``: read events through torch under a CUDA tool too |
 | ``PINPROF_CACHE`` | ``~/.cache/pinprof`` | folder of the bandwidth calibration cache |
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
+| ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` |
 
 Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
 ``CUDA_INJECTION64_PATH`` (a CUDA tool such as Nsight Systems is attached), and torchrun's ``RANK``,
@@ -38,6 +39,7 @@ class Settings:
     elapsed: str
     cache_dir: Path
     nsys: str | None
+    flush_s: float
     rank: int
     local_rank: int
     world_size: int
@@ -58,6 +60,19 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise UsageError(f"${name}={text!r} is not an integer; torchrun sets it, or unset it") from None
 
 
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name, "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:  # nan fails this too
+        from profiler.errors import UsageError
+
+        raise UsageError(f"${name}={text!r}: give seconds, more than 0 and less than 86400 (default {default:g})")
+    return value
+
+
 def load(env: Mapping[str, str] | None = None) -> Settings:
     """The settings as the environment says now."""
     env = os.environ if env is None else env
@@ -71,6 +86,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         elapsed=env.get("PINPROF_ELAPSED", ""),
         cache_dir=Path(cache) if cache else Path.home() / ".cache" / "pinprof",
         nsys=env.get("PINPROF_NSYS") or None,
+        flush_s=_seconds(env, "PINPROF_FLUSH_S", 2.0),
         rank=_int(env, "RANK", 0),
         local_rank=_int(env, "LOCAL_RANK", 0),
         world_size=_int(env, "WORLD_SIZE", 1),

@@ -11,3 +11,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords and not CUDA:
             item.add_marker(skip)
+
+
+def sigint_as_at_a_terminal() -> None:
+    """For ``Popen(preexec_fn=...)``: a child that gets SIGINT as a program started from a terminal.
+
+    A job started in the background by a shell without job control (``cmd &`` in a script, CI
+    runners) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler; a test
+    that sends SIGINT to a child must undo that in the child."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def python_sigint() -> object:
+    """Python's own SIGINT handler (KeyboardInterrupt) in this process for one test, however pytest
+    was started (see ``sigint_as_at_a_terminal``); the handler found is put back after."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield None
+    signal.signal(signal.SIGINT, before)

@@ -53,7 +53,7 @@ def test_held_write_completes_and_the_signal_is_replayed_after(tmp_path: Path, r
     assert signal.getsignal(signal.SIGCHLD) is handler
 
 
-def test_without_replay_the_late_signal_is_dropped(tmp_path: Path, raising_sigchld: Any) -> None:
+def test_without_replay_the_late_signal_is_dropped(tmp_path: Path, raising_sigchld: Any, python_sigint: None) -> None:
     handler, calls = raising_sigchld
     assert write_held(lambda: write_two_files(tmp_path), replay=False) == 2
     assert (tmp_path / "meta.json").exists() and calls == []
@@ -115,7 +115,7 @@ def test_an_error_of_the_write_itself_is_not_retried(tmp_path: Path) -> None:
     assert calls == [1]
 
 
-def test_a_handler_set_outside_python_is_left_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_handler_set_outside_python_is_left_in_place(monkeypatch: pytest.MonkeyPatch, python_sigint: None) -> None:
     """getsignal() is None for a handler a C library set: signal() could not put it back."""
     real_getsignal = signal.getsignal
     before = real_getsignal(signal.SIGCHLD)

@@ -1,4 +1,5 @@
-"""Bench: ``pinprof run``'s scenario matrix (``options``, ``runner``), its datasets and stand-in
+"""Bench: ``pinprof run``'s scenario matrix (``options``, ``runner``), the sizes it serves
+(``limits``), what it keeps however it ends (``keeping``), the end-of-run split (``calibrate``), its datasets and stand-in
 workloads, the bandwidth sweep and calibration (``bandwidth``), multi-rank launch
 (``distributed``), the two quoted benchmarks (``quoted``) and CUPTI records through torch.profiler
 (``cupti``, the independent check).

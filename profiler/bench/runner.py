@@ -7,9 +7,10 @@ report is written and ``RunFailed`` raised.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sized
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,19 +18,24 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader
 
-from profiler.bench import datasets, distributed
+from profiler import settings
+from profiler.bench import datasets, distributed, limits
+from profiler.bench.calibrate import calibrate_and_split
+from profiler.bench.keeping import Progress, appending, keep_current, merge_job, write_failed
 from profiler.bench.options import RunOptions, Scenario, prepare_out, scenarios
 from profiler.bench.workload import GpuWork, busy_cpu
 from profiler.capture.clock import now_ms
 from profiler.capture.devices import rank_info, resolve_device
 from profiler.capture.environment import describe
 from profiler.capture.profiler import TransferProfiler
-from profiler.errors import RunFailed
+from profiler.capture.rows import Flusher
+from profiler.errors import RunFailed, WriteFailed
 from profiler.modes import SPECS
 from profiler.report import files as report_io
 from profiler.report import meta
 from profiler.report.claim import LOCK, release
 from profiler.report.folder import write_report
+from profiler.report.journal import Journal
 from profiler.report.signals import Terminated, install_sigterm, restore_sigterm, write_held
 from profiler.timeline import schema as timeline
 
@@ -51,8 +57,10 @@ def run_scenario(
     origin: float,
     gpu_work: GpuWork,
     register: Callable[[TransferProfiler], None],
+    journal: Journal | None = None,
 ) -> pd.DataFrame:
-    """Run one scenario's loop under a profiler and return its timeline."""
+    """Run one scenario's loop under a profiler and return its timeline; with a ``journal``, its
+    completed batches are appended to it every ``PINPROF_FLUSH_S`` seconds as the loop goes."""
     spec = SPECS[sc.mode]
     cuda = device.type == "cuda"
     loader = DataLoader(
@@ -69,6 +77,7 @@ def run_scenario(
         sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.warmup, origin_ms=origin
     )
     register(prof)
+    flusher = None if journal is None else Flusher(prof, journal, settings.current().flush_s * 1000.0)
     per_epoch = len(loader)
     limit = None if opts.epochs else (opts.batches or per_epoch) + opts.warmup
     total = per_epoch * opts.epochs if opts.epochs else limit
@@ -90,21 +99,14 @@ def run_scenario(
                     loss.item()  # a training loop reads its loss: the one sync per step, as users have
                 bar.update(1)
                 done += 1
+                if flusher is not None:
+                    appending(flusher.tick, journal)
                 if enabled and bar.n % 10 == 0:
                     bar.set_postfix({k: f"{v:.2f}ms" for k, v in prof.live_medians().items() if v == v}, refresh=False)
     finally:
         bar.close()
         prof.close()
     return prof.timeline()
-
-
-@dataclass
-class _Progress:
-    """What the scenarios measured so far, kept for the report however the run ends."""
-
-    frames: list[pd.DataFrame] = field(default_factory=list)
-    current: list[TransferProfiler] = field(default_factory=list)  # the scenario running now
-    per_epoch: dict[str, int] = field(default_factory=dict)
 
 
 def _open_out(opts: RunOptions) -> tuple[Path, str, bool]:
@@ -130,9 +132,11 @@ def _run_scenarios(
     run: str,
     origin: float,
     out: Path,
-    done: _Progress,
+    done: Progress,
     echo: Callable[[str], None],
 ) -> None:
+    journal = Journal(out / report_io.TIMELINE)
+    appending(journal.start, journal)
     gpu_work = GpuWork(device, max(opts.compute_ms))
     for sc in scs:
         distributed.barrier()  # under a job, every rank starts the scenario (and its copies) together
@@ -140,12 +144,23 @@ def _run_scenarios(
         gpu_work.ms = sc.compute_ms
         done.frames.append(
             run_scenario(
-                sc, dataset, device, opts, run, origin, gpu_work, lambda p: done.current.__setitem__(slice(None), [p])
+                sc,
+                dataset,
+                device,
+                opts,
+                run,
+                origin,
+                gpu_work,
+                lambda p: done.current.__setitem__(slice(None), [p]),
+                journal,
             )
         )
         done.current.clear()
         done.per_epoch[sc.name] = len(dataset) // sc.batch_size
-        report_io.write_csv(timeline.concat(done.frames), out / report_io.TIMELINE)
+        # The journal's rows of this scenario give way to its finished timeline (drift-corrected).
+        finished = timeline.concat(done.frames)
+        appending(functools.partial(report_io.write_csv, finished, journal.path), journal)
+        journal.rows = len(finished)
 
 
 def run_matrix(
@@ -156,6 +171,7 @@ def run_matrix(
     As one rank of a job (``profiler.bench.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
     The folder is claimed while the run lasts (``profiler.report.claim``).
     """
+    limits.check(opts)  # before the folder is made: a refused run leaves nothing behind
     try:
         return _run_matrix(opts, argv, echo)
     finally:
@@ -170,6 +186,12 @@ def _run_matrix(
 
     As one rank of a job (``profiler.bench.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
     """
+    # The data and the device first: a run refused for either leaves no folder behind.
+    dataset = datasets.build(
+        opts.dataset, opts.data_root, size=opts.dataset_size, image_size=opts.image_size, download=opts.download
+    )
+    if not distributed.in_job():
+        resolve_device(opts.device)
     out, run_name, job = _open_out(opts)
     device = resolve_device(opts.device)
     if device.type != "cuda":
@@ -177,9 +199,6 @@ def _run_matrix(
             "pinprof: no CUDA device: GPU phases (h2d, compute) are skipped and pinning is off; "
             "loader, staging and CPU-work phases are measured"
         )
-    dataset = datasets.build(
-        opts.dataset, opts.data_root, size=opts.dataset_size, image_size=opts.image_size, download=opts.download
-    )
     scs = scenarios(opts)
     origin = now_ms()  # every scenario's intervals count from here; merge aligns ranks by it
     info = meta.collect(
@@ -192,28 +211,32 @@ def _run_matrix(
         origin_monotonic_ms=origin,
         **rank_info(),
     )
-    done = _Progress()
+    done = Progress()
     interrupted = False
+    # partial until the end rewrites it: a run killed (SIGKILL, OOM) leaves a report that says so
+    appending(lambda: report_io.write_json({**info, "partial": True, "status": "running"}, out / report_io.META), None)
     previous = install_sigterm()
     try:
         _run_scenarios(scs, dataset, device, opts, run_name, origin, out, done, echo)
+    except WriteFailed:
+        raise  # the disk refuses: the journal and the partial meta.json already on it are the report
     except (KeyboardInterrupt, Terminated) as err:
         interrupted = True
         info["interrupted_by"] = "SIGTERM" if isinstance(err, Terminated) else "SIGINT"
-        write_held(lambda: _keep_current(done), replay=False)  # a second Ctrl-C waits
+        write_held(lambda: keep_current(done), replay=False)  # a second Ctrl-C waits
     except Exception as err:  # a loader that raises, a worker that dies: keep what was measured
         # Everything from here to the files on disk runs with signals held: once a worker has died,
         # torch's SIGCHLD handler raises again as the others exit (seen inside timeline() under load).
         late: list[BaseException] = []
         failed = err  # bound for the lambda: the except clause unbinds err when it ends
-        write_held(lambda: _write_failed(failed, out, done, info, echo), replay=False, late=late.append)
+        write_held(lambda: write_failed(failed, out, done, info, echo), replay=False, late=late.append)
         then = "".join(f"; then {type(e).__name__}: {e}" for e in late)  # e.g. which worker died
         raise RunFailed(f"{type(err).__name__}: {err}{then} (partial report written to {out})") from err
     finally:
         restore_sigterm(previous)
     _finish(out, opts, device, info, done, interrupted, len(done.frames) < len(scs), echo)
     if job:
-        out = _merge_job(out, opts, done, echo)
+        out = merge_job(out, opts, done, echo)
     return out, info.get("interrupted_by")
 
 
@@ -222,7 +245,7 @@ def _finish(
     opts: RunOptions,
     device: torch.device,
     info: dict[str, Any],
-    done: _Progress,
+    done: Progress,
     interrupted: bool,
     unfinished: bool,
     echo: Callable[[str], None],
@@ -236,55 +259,3 @@ def _finish(
         write_held(lambda: write_report(out, tl, info, done.per_epoch, echo, plots=opts.plots), replay=False)
     else:
         write_report(out, tl, info, done.per_epoch, echo, plots=opts.plots)
-
-
-def _merge_job(out: Path, opts: RunOptions, done: _Progress, echo: Callable[[str], None]) -> Path:
-    """Once every rank has written its folder, rank 0 merges them into the job's; returns that folder."""
-    distributed.barrier()
-    if rank_info()["rank"] != 0:
-        return out
-    from profiler.report.merge import write_merged
-
-    merged = out.parent
-    write_merged(merged)  # its meta.json: rank 0's, plus ranks, clock_aligned, partial of any rank
-    write_report(
-        merged,
-        report_io.read_timeline(merged),
-        report_io.read_json(merged / report_io.META),
-        done.per_epoch,
-        echo,
-        plots=opts.plots,
-    )
-    return merged
-
-
-def _keep_current(done: _Progress) -> None:
-    """The interrupted scenario's completed batches join the finished scenarios' frames."""
-    if done.current:
-        done.frames.append(done.current[0].timeline())
-        done.current.clear()  # kept once, even if this runs again
-
-
-def _write_failed(
-    err: Exception, out: Path, done: _Progress, info: dict[str, Any], echo: Callable[[str], None]
-) -> None:
-    """The partial report of a run that an exception stopped (no plots: the run is failing)."""
-    info["interrupted_by"], info["error"] = type(err).__name__, str(err)[:500]
-    info["partial"] = True
-    _keep_current(done)
-    write_report(out, timeline.concat(done.frames), info, done.per_epoch, echo, plots=False)
-
-
-def calibrate_and_split(
-    tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any], echo: Callable[[str], None]
-) -> pd.DataFrame:
-    """Measure (or reuse) pinned/pageable bandwidth at the run's batch sizes, split pageable copies."""
-    from profiler.bench import bandwidth
-    from profiler.timeline import split
-
-    sizes = sorted({int(b) for b in tl.groupby("scenario").bytes.median() if b > 0})
-    echo(f"pinprof: calibrating pinned bandwidth at {len(sizes)} size(s) (cached; --no-calibrate skips)")
-    cal = bandwidth.calibration(sizes, device)
-    report_io.write_csv(cal, out / report_io.CALIBRATION)
-    info["calibration"] = cal.to_dict(orient="list")
-    return split.apply(tl, cal)

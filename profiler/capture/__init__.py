@@ -2,7 +2,7 @@
 
 Holds the profiler object (``profiler``), its phase contexts (``phases``), the copies of each mode
 (``device_copy``, ``staged_copy``, ``staging``), the record store (``store``), pending CUDA events
-(``pending``), the batch walk (``batch_tree``), the DataLoader pin hook, hazard detection, NVTX, the
+(``pending``), its rows read as a timeline or flushed to disk (``rows``), the batch walk (``batch_tree``), the DataLoader pin hook, hazard detection, NVTX, the
 host clock, devices and environment, saving a profiler's report (``saving``), and ``cuda/`` (events,
 clock anchors, the stream gate, the direct runtime copy).
 

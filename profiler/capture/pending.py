@@ -42,6 +42,10 @@ class PendingEvents:
     def __len__(self) -> int:
         return len(self._queue)
 
+    def first_row(self) -> int | None:
+        """The store row of the oldest batch whose events are not read yet; None when all are."""
+        return self._queue[0][0] if self._queue else None
+
     def add(self, row: int, copies: list[Copy], comp_start: Event | None, comp_end: Event | None) -> None:
         self._queue.append((row, copies, comp_start, comp_end))
 

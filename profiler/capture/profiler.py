@@ -23,13 +23,13 @@ from typing import Any, Literal
 import pandas as pd
 import torch
 
-from profiler.capture import batch_tree, saving
+from profiler.capture import batch_tree, rows, saving
 from profiler.capture.clock import now_ms
-from profiler.capture.cuda.anchor import Anchor, clock_between, take_anchor
+from profiler.capture.cuda.anchor import Anchor, take_anchor
 from profiler.capture.cuda.events import EventPool, current_stream
 from profiler.capture.cuda.gate import StreamGate, gate_wanted, make_gate
 from profiler.capture.device_copy import DeviceCopier
-from profiler.capture.devices import rank_info, resolve_device
+from profiler.capture.devices import resolve_device
 from profiler.capture.hazards import HazardWatch, hazards_wanted
 from profiler.capture.loader import cpu_only_notes, loader_config
 from profiler.capture.nvtx import NvtxEmitter
@@ -42,8 +42,6 @@ from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, Usag
 from profiler.modes import SPECS, Mode, parse_mode
 from profiler.report.claim import release
 from profiler.report.signals import install_sigterm, restore_sigterm
-from profiler.timeline.build import build_timeline
-from profiler.timeline.clockmap import ClockMap
 
 __all__ = ["PinprofWarning", "TransferProfiler"]
 
@@ -249,18 +247,7 @@ class TransferProfiler:
 
     def timeline(self) -> pd.DataFrame:
         """One row per completed batch so far; safe to call mid-run (e.g. for a partial report)."""
-        clock: ClockMap | None = None
-        if self.cuda and self._anchor is not None:
-            last = take_anchor(current_stream(self._index), self._gate)
-            self._pending.resolve(self._anchor, block=True)
-            clock = clock_between(self._anchor, last)
-        static = {"run": self.run, "mode": self.mode, "device": str(self.device), **rank_info(), **self._config}
-        if self.mode != "auto":
-            static["non_blocking"] = SPECS[self.mode].non_blocking
-            static.setdefault("pin_memory", SPECS[self.mode].pin_memory)
-        static["scenario"] = self.scenario or str(self.mode)
-        origin = self._origin if self._origin is not None else now_ms()
-        return build_timeline(self._store.columns(), origin, clock, static)
+        return rows.timeline(self)
 
     def close(self) -> None:
         """Free the staging buffers (pinned memory) once their copies are done."""

@@ -88,15 +88,21 @@ class Store:
         }
         return {k: float(np.nanmedian(v)) if not np.all(np.isnan(v)) else NAN for k, v in spans.items()}
 
-    def columns(self) -> dict[str, Any]:
-        """Every column cut to the rows all of them hold.
+    def __len__(self) -> int:
+        """The rows every column holds (a row torn by a signal is not one)."""
+        return min(len(self._kinds), len(self._host) // _H, len(self._gpu) // _G)
+
+    def columns(self, start: int = 0, stop: int | None = None) -> dict[str, Any]:
+        """Every column of rows ``start`` to ``stop`` (default: all), cut to the rows all of them hold.
 
         A signal runs its handler between any two bytecodes, so it can interrupt ``append`` half way;
         the torn last row is dropped rather than failing the report.
         """
-        n = min(len(self._kinds), len(self._host) // _H, len(self._gpu) // _G)
-        host = np.frombuffer(self._host, dtype=float, count=n * _H).reshape(n, _H)
-        gpu = np.frombuffer(self._gpu, dtype=float, count=n * _G).reshape(n, _G)
+        n = len(self)
+        stop = n if stop is None else min(stop, n)
+        start = min(start, stop)
+        host = np.frombuffer(self._host, dtype=float, count=n * _H).reshape(n, _H)[start:stop]
+        gpu = np.frombuffer(self._gpu, dtype=float, count=n * _G).reshape(n, _G)[start:stop]
         out: dict[str, Any] = {k: host[:, j].copy() for j, k in enumerate(NUMERIC)}
         out.update({k: gpu[:, j].copy() for j, k in enumerate(RAW_GPU)})
         out["batch"] = out["batch"].astype(np.int64)
@@ -104,5 +110,5 @@ class Store:
         out["copies"] = out["copies"].astype(np.int64)
         out["warmup"] = [bool(v) for v in out["warmup"]]
         out["copy_sync"] = [bool(v) for v in out["copy_sync"]]
-        out["src_memory"] = self._kinds[:n]
+        out["src_memory"] = self._kinds[start:stop]
         return out

@@ -17,6 +17,7 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from profiler._version import __version__
 from profiler.cli import bandwidth, diagnose, merge, nsys, nsys_compare, nsys_import, plot, run, trace
@@ -27,12 +28,20 @@ VERBS: tuple[Verb, ...] = (run, nsys, nsys_import, nsys_compare, diagnose, plot,
 ISSUES = "please report it with the command line and this traceback"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that names the bad value and where the flags are
+    listed (argparse's default prints the whole usage first, burying the line that matters)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the flags)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="pinprof", description="Per-batch profiler for the host-to-device path of PyTorch input pipelines."
     )
     parser.add_argument("--version", action="version", version=f"pinprof {__version__}")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=OneLineParser)
     sub.required = True
     for verb in VERBS:
         verb.add(sub)

@@ -51,7 +51,8 @@ def list_of(
             try:
                 value = kind(part)
             except ValueError:
-                raise argparse.ArgumentTypeError(f"{name} {part!r} is not a {kind.__name__}") from None
+                what = "an integer" if kind is int else "a number"
+                raise argparse.ArgumentTypeError(f"{name} {part!r} is not {what}") from None
             if not math.isfinite(value):  # type: ignore[arg-type]
                 raise argparse.ArgumentTypeError(f"{name} {part!r} must be a finite number")
             if value < minimum or (value == minimum and not allow_equal):  # type: ignore[operator]

@@ -21,12 +21,16 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     from profiler.render.json import diagnosis_json
     from profiler.report import files
-    from profiler.report.folder import diagnosis_of, write_diagnosis
+    from profiler.report.folder import diagnosis_of, partial_label, write_diagnosis
 
     tl, folder = load_timeline(args.path)
-    meta = files.read_json(folder / files.META) if (folder / files.META).is_file() else {}
+    meta = files.read_meta(folder / files.META) if (folder / files.META).is_file() else {}
     diags, text = diagnosis_of(folder, tl, meta.get("cpu_count"))
+    partial = partial_label(meta)
     if args.path.is_dir():
-        write_diagnosis(folder, text)
-    print(json.dumps(diagnosis_json(diags), indent=2) if args.json else text)
+        write_diagnosis(folder, text, partial)
+    if args.json:
+        print(json.dumps([{**d, "partial": bool(partial)} for d in diagnosis_json(diags)], indent=2))
+    else:
+        print(f"{partial.strip()}\n\n{text}" if partial else text)
     return 0

@@ -26,7 +26,7 @@ import pandas as pd
 
 from profiler.errors import ReportError
 from profiler.modes import MODES
-from profiler.nsys.schema import NS_PER_MS, open_export, read_memcpy, read_nvtx
+from profiler.nsys.schema import NS_PER_MS, BadColumn, open_export, read_memcpy, read_nvtx
 from profiler.timeline.schema import conform
 
 BATCH = re.compile(r"^batch (\d+)$")
@@ -42,6 +42,8 @@ def import_sqlite(path: Path, run: str | None = None) -> pd.DataFrame:
             nvtx, memcpy = read_nvtx(con), read_memcpy(con)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as err:
             raise ReportError(f"{path}: the export is damaged or not from Nsight Systems ({err})") from err
+        except BadColumn as err:
+            raise ReportError(f"{path}: {err}; the export is damaged or not from Nsight Systems") from err
     finally:
         con.close()
     return per_batch(nvtx, memcpy, run or Path(path).stem)

@@ -24,7 +24,9 @@ import pandas as pd
 from profiler.errors import NsysError
 from profiler.nsys.compare import compare
 from profiler.nsys.importer import import_sqlite
+from profiler.nsys.schema import MAX_EXPORT_BYTES
 from profiler.report import files as report_io
+from profiler.report.files import regular_file
 from profiler.settings import current
 
 HOW_TO_GET = (
@@ -89,6 +91,9 @@ def importer_for(nsys: Path) -> Path | None:
 def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
     """.qdstrm -> .nsys-rep -> .sqlite as needed; returns the .sqlite path."""
     path = Path(path)
+    if path.suffix not in (".sqlite", ".nsys-rep", ".qdstrm"):
+        raise NsysError(f"{path}: expected a .sqlite, .nsys-rep or .qdstrm file (what nsys writes)")
+    regular_file(path, MAX_EXPORT_BYTES)  # before looking for nsys: a missing file is the first thing to say
     if path.suffix == ".sqlite":
         return path
     nsys = nsys or find_nsys()

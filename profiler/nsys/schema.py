@@ -29,6 +29,33 @@ DOMAIN_CREATE = 75
 DEFAULT_MEM_KINDS = {0: "pageable", 1: "pinned", 2: "device"}
 
 
+class BadColumn(ValueError):
+    """A column of the export holds a value of the wrong type (``import_sqlite`` names the file)."""
+
+
+# The export's name of each column read under another (the SQL aliases below), for error messages.
+SOURCE = {"type": "eventType", "tid": "globalTid", "domain": "domainId", "src_kind": "srcKind"}
+
+
+def _integers(frame: pd.DataFrame, table: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+    """Check, in place, that ``frame``'s columns hold integers as nsys writes them (ns, ids, kinds):
+    SQLite keeps any type in any column, so a TEXT or BLOB cell, or a NULL where nsys always writes a
+    value, is named here rather than failing deep in the arithmetic."""
+    for col in (*required, *optional):
+        values = frame[col]
+        if pd.api.types.is_integer_dtype(values.dtype):
+            continue  # what every sound export gives: no row to look at
+        # NULL reads back as None or NaN: allowed where nsys leaves the cell empty, refused elsewhere
+        ok = values.map(lambda v: pd.isna(v) or (isinstance(v, (int, float)) and float(v).is_integer()))
+        if col in required:
+            ok &= values.notna()
+        if not ok.all():
+            row = int((~ok).to_numpy().argmax())
+            name = SOURCE.get(col, col)
+            raise BadColumn(f"{table}: column {name} holds {values.iloc[row]!r} in row {row + 1}, not an integer")
+        frame[col] = pd.to_numeric(values, errors="coerce").astype("float64" if values.isna().any() else "int64")
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
 
@@ -59,6 +86,9 @@ def read_nvtx(con: sqlite3.Connection) -> pd.DataFrame:
         f"{domain} AS domain FROM NVTX_EVENTS e {join}",
         con,
     )
+    # end is NULL for an instant event; the name may be NULL (the range is then skipped below)
+    _integers(frame, "NVTX_EVENTS", ("start", "type"), ("end", "tid", "domain"))
+    frame["name"] = frame.name.map(lambda v: v if isinstance(v, str) else None)
     domains = frame[frame.type == DOMAIN_CREATE]
     ours = set(domains.loc[domains.name == "pinprof", "domain"])
     ranges = frame[(frame.type == PUSH_POP) & frame.end.notna() & frame.name.notna()].copy()
@@ -76,6 +106,8 @@ def read_memcpy(con: sqlite3.Connection) -> pd.DataFrame:
     kinds = dict(DEFAULT_MEM_KINDS)
     if "ENUM_CUDA_MEM_KIND" in tables:
         for val, label in con.execute("SELECT id, name FROM ENUM_CUDA_MEM_KIND"):
+            if not isinstance(val, int):
+                continue  # a damaged row: the default labels stand
             low = str(label).lower()
             for key in ("pageable", "pinned", "device"):
                 if key in low:
@@ -92,6 +124,10 @@ def read_memcpy(con: sqlite3.Connection) -> pd.DataFrame:
         f"FROM CUPTI_ACTIVITY_KIND_MEMCPY m {join} WHERE m.copyKind = 1",
         con,
     )
+    # api_* and tid are NULL for a copy whose runtime call was not captured
+    _integers(
+        frame, "CUPTI_ACTIVITY_KIND_MEMCPY", ("start", "end", "bytes", "src_kind"), ("api_start", "api_end", "tid")
+    )
     frame["src_memory"] = frame.pop("src_kind").map(lambda k: kinds.get(int(k), f"kind{k}"))
     return frame[cols]
 
@@ -105,6 +141,7 @@ def open_export(path: Path) -> sqlite3.Connection:
         # Read-only through a URI pathlib encodes: a name with '#' or '?' built into "file:..." by hand
         # opened another path (and created it).
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        con.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a damaged string is not a crash
         con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as err:
         raise ReportError(f"{path}: not an SQLite export ({err})") from err

@@ -6,13 +6,12 @@ stream); each phase a complete ("X") event in microseconds, with the batch numbe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from profiler.atomic import write_text_atomic
+from profiler.atomic import to_json, write_text_atomic
 from profiler.render.lanes import LANES, intervals, with_labels
 
 
@@ -58,5 +57,5 @@ def chrome_trace(tl: pd.DataFrame) -> dict[str, Any]:
 
 
 def write(tl: pd.DataFrame, path: Path) -> Path:
-    write_text_atomic(Path(path), json.dumps(chrome_trace(tl)))
+    write_text_atomic(Path(path), to_json(chrome_trace(tl)))
     return Path(path)

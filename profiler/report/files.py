@@ -13,7 +13,7 @@ import pandas as pd
 
 from profiler.atomic import write_csv, write_json, write_text_atomic
 from profiler.errors import ReportError
-from profiler.timeline.schema import SCHEMA, conform
+from profiler.timeline.schema import DURATIONS, SCHEMA, conform
 
 TIMELINE = "timeline.csv"
 SUMMARY = "summary.csv"
@@ -27,6 +27,7 @@ __all__ = [
     "TIMELINE",
     "read_calibration",
     "read_json",
+    "read_meta",
     "read_timeline",
     "resolve_timeline_path",
     "write_csv",
@@ -68,6 +69,38 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _whole(low: int) -> Any:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v < 2**53
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and abs(v) < 1e300
+
+
+# The keys of meta.json pinprof reads back, with the values it writes (None: the key may be null).
+META_KEYS: dict[str, tuple[str, Any]] = {
+    "cpu_count": ("a whole number of at least 1", _whole(1)),
+    "rank": ("a whole number of at least 0", _whole(0)),
+    "local_rank": ("a whole number of at least 0", _whole(0)),
+    "world_size": ("a whole number of at least 1", _whole(1)),
+    "origin_monotonic_ms": ("a number of ms", _number),
+    "partial": ("true or false", lambda v: isinstance(v, bool)),
+    "status": ("a string", lambda v: isinstance(v, str)),
+    "interrupted_by": ("a string", lambda v: isinstance(v, str)),
+    "host": ("a string", lambda v: isinstance(v, str)),
+}
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """A report's meta.json, with every key pinprof reads back checked for its type (null allowed)."""
+    data = read_json(path)
+    for key, (what, ok) in META_KEYS.items():
+        value = data.get(key)
+        if value is not None and not ok(value):
+            raise ReportError(f"{path}: {key} is {json.dumps(value)[:60]}, expected {what}")
+    return data
+
+
 def resolve_timeline_path(path: Path) -> Path:
     """A report folder or a CSV file -> the timeline CSV inside it."""
     path = Path(path)
@@ -102,6 +135,17 @@ def read_calibration(folder: Path) -> pd.DataFrame | None:
 
 
 REQUIRED = ("mode", "batch", "bytes")
+NON_NEGATIVE = (
+    "batch",
+    "bytes",
+    "copies",
+    "rank",
+    "local_rank",
+    "world_size",
+    "batch_size",
+    "num_workers",
+    "prefetch_factor",
+)
 
 
 def read_timeline(path: Path) -> pd.DataFrame:
@@ -132,11 +176,31 @@ def read_timeline(path: Path) -> pd.DataFrame:
             continue
         try:
             raw[col] = _parse(raw[col], dtype)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):
             bad.append(col)
     if bad:
         raise ReportError(f"{path}: column(s) {', '.join(bad)} hold values of the wrong type")
+    _check_values(path, raw)
     return conform(raw)
+
+
+def _check_values(path: Path, frame: pd.DataFrame) -> None:
+    """Refuse what pinprof never writes and the analysis would turn into "inf%" or invalid JSON:
+    infinite times anywhere, negative durations, byte counts or batch numbers (an empty cell, NaN,
+    is a phase that did not happen and is fine)."""
+    for col in SCHEMA:
+        if col not in frame or SCHEMA[col] == "str":
+            continue
+        values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        infinite = np.isinf(values)
+        negative = (values < 0) & (col in DURATIONS or col in NON_NEGATIVE)
+        for what, rows in (("an infinite value", infinite), ("a negative value", negative)):
+            if rows.any():
+                row = int(np.argmax(rows))
+                raise ReportError(
+                    f"{path}: column {col} holds {what} ({values[row]:g}) at data row {row + 1}; "
+                    "pinprof writes finite, non-negative times, sizes and counts there"
+                )
 
 
 def _parse(col: pd.Series, dtype: str) -> pd.Series:
@@ -148,6 +212,8 @@ def _parse(col: pd.Series, dtype: str) -> pd.Series:
             raise ValueError("empty integer cell")
         if (num.dropna() % 1 != 0).any():
             raise ValueError("non-integer")
+        if (num.dropna().abs() >= 2**53).any():  # past float64's exact integers, and 2**64 past int64
+            raise ValueError("out of range")
         return num.astype(dtype)
     if dtype in ("bool", "boolean"):
         mapped = col.map({"True": True, "False": False, "true": True, "false": False, "1": True, "0": False})

@@ -28,6 +28,18 @@ def diagnosis_of(folder: Path, tl: pd.DataFrame, cpu_count: int | None) -> tuple
     return diags, diagnosis_text(diags, compare_modes(tl), diagnose_ranks(tl, cal))
 
 
+def partial_label(info: dict[str, Any]) -> str:
+    """`` (PARTIAL: why)`` for a report whose run did not finish, else ``""``; meta.json says
+    ``"status": "running"`` from the start of a run until its end rewrites it, so a run killed
+    (SIGKILL, out of memory) or stopped by a full disk reads as such."""
+    if not info.get("partial"):
+        return ""
+    if info.get("status") == "running":
+        return " (PARTIAL: the run stopped before its end, killed or out of disk; these are the batches it had flushed)"
+    why = info.get("interrupted_by")
+    return f" (PARTIAL: interrupted by {why})" if isinstance(why, str) and why else " (PARTIAL: interrupted)"
+
+
 def write_diagnosis(folder: Path, text: str, partial: str = "") -> None:
     """diagnosis.md of the report in ``folder``."""
     files.write_text_atomic(folder / "diagnosis.md", f"# pinprof diagnosis: {folder.name}{partial}\n\n{text}")
@@ -47,7 +59,7 @@ def write_report(
     files.write_csv(summ, out / files.SUMMARY)
     files.write_json(info, out / files.META)
     md = summary_table(summ) if len(summ) else "No batch was measured.\n"
-    partial = " (PARTIAL: interrupted)" if info.get("partial") else ""
+    partial = partial_label(info)
     files.write_text_atomic(out / "summary.md", f"# pinprof run {out.name}{partial}\n\n{md}")
     echo(md)
     if len(tl):

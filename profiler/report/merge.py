@@ -35,9 +35,9 @@ def merge(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The merged timeline and metadata (nothing written)."""
     parts, metas = [], []
     for sub in rank_folders(folder):
-        metas.append(report_io.read_json(sub / report_io.META))
+        metas.append(report_io.read_meta(sub / report_io.META))
         parts.append(report_io.read_timeline(sub))
-    ranks = [int(m.get("rank", i)) for i, m in enumerate(metas)]
+    ranks = [i if m.get("rank") is None else int(m["rank"]) for i, m in enumerate(metas)]
     twice = sorted({r for r in ranks if ranks.count(r) > 1})
     if twice:
         raise ReportError(f"{folder}: rank(s) {twice} claimed by more than one folder; one job's ranks only")

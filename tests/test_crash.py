@@ -1,0 +1,122 @@
+"""Nothing measured is lost: ``pinprof run`` appends completed batches to timeline.csv as it goes.
+
+SIGKILL (no handler can run) and a full disk (every write fails) are the two ends no ``finally``
+reaches; both must leave the batches flushed before, and a meta.json that says the report is partial.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from profiler.cli import main
+from profiler.report.files import read_timeline
+from profiler.report.journal import Journal
+from profiler.timeline.schema import COLUMNS
+
+ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parent / "data"
+# A long CPU run: many more batches than the test waits for, flushed every 0.2 s.
+RUN = ["--device", "cpu", "--modes", "pageable", "--batch-size", "16", "--num-workers", "0"]
+RUN += ["--dataset-size", "512", "--batches", "1000000", "--cpu-work-ms", "0.5", "--no-plots"]
+ENV = {**os.environ, "PINPROF_FLUSH_S": "0.2"}
+
+
+def rows_on_disk(path: Path) -> int:
+    try:
+        return max(path.read_bytes().count(b"\n") - 1, 0)
+    except FileNotFoundError:
+        return 0
+
+
+def test_sigkill_mid_scenario_keeps_the_flushed_batches(tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "profiler", "run", "--out", str(out), *RUN],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while rows_on_disk(out / "timeline.csv") < 200 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        seen = rows_on_disk(out / "timeline.csv")
+        assert seen >= 200, f"no flush reached the disk: {seen} rows (exit {proc.poll()})"
+    finally:
+        proc.send_signal(signal.SIGKILL)  # no handler runs: only what is on disk survives
+        proc.wait(timeout=30)
+    tl = read_timeline(out)
+    assert len(tl) >= seen  # every row seen before the kill is still there, none torn
+    assert list(tl.batch) == list(range(len(tl)))
+    assert tl.batch_ms.notna().all() and (tl.bytes == 16 * 3 * 32 * 32 * 4 + 16 * 8).all()
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["partial"] is True and meta["status"] == "running"  # it never reached its end
+    assert main(["diagnose", str(out)]) == 0
+    assert "PARTIAL: the run stopped before its end" in (out / "diagnosis.md").read_text()
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (user namespaces) to mount a small tmpfs")
+def test_a_full_disk_keeps_the_earlier_batches_and_says_partial(tmp_path: Path) -> None:
+    """A 96 KiB tmpfs (mounted in a user namespace, no root needed) fills after some hundreds of rows."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    out = mnt / "rep"
+    cmd = " ".join([sys.executable, "-m", "profiler", "run", "--out", str(out), *RUN])
+    script = (
+        f"mount -t tmpfs -o size=96k none {mnt} && cd {ROOT} && {cmd}; echo rc=$?; "
+        f"cp -r {out} {tmp_path}/kept"  # the tmpfs goes with the namespace: keep what it held
+    )
+    res = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=ENV, capture_output=True, text=True, timeout=300)
+    assert "rc=1" in res.stdout, res.stdout + res.stderr[-2000:]
+    errors = [line for line in res.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "timeline.csv" in errors[0], res.stderr
+    kept = tmp_path / "kept"
+    tl = read_timeline(kept)
+    assert len(tl) >= 50 and list(tl.batch) == list(range(len(tl)))
+    assert f"keeps the {len(tl)} batches" in errors[0]  # the line says how many, and they are there
+    meta = json.loads((kept / "meta.json").read_text())
+    assert meta["partial"] is True
+    assert not (kept / ".pinprof.lock").exists()  # the folder is released for a run after
+
+
+def test_a_failed_append_leaves_the_file_at_its_last_whole_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = read_timeline(DATA / "h200_default").head(6)
+    journal = Journal(tmp_path / "timeline.csv")
+    journal.start()
+    journal.append(frame.head(3))
+    before = (tmp_path / "timeline.csv").read_bytes()
+    real_write = os.write
+
+    def half_then_full(fd: int, data: bytes) -> int:  # what a filling disk does: a short write, then ENOSPC
+        if len(data) > 40:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError, match="No space"):
+        journal.append(frame.tail(3))
+    monkeypatch.undo()
+    assert (tmp_path / "timeline.csv").read_bytes() == before and journal.rows == 3
+    pd.testing.assert_frame_equal(read_timeline(tmp_path / "timeline.csv"), frame.head(3))
+    assert (tmp_path / "timeline.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
