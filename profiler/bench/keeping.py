@@ -37,8 +37,9 @@ def appending(write: Callable[[], None], journal: Journal | None) -> None:
     try:
         write()
     except OSError as err:
-        kept = journal.rows if journal is not None else 0
-        path = journal.path if journal is not None else "timeline.csv"
+        if journal is None:  # the run's first file (meta.json): nothing measured yet
+            raise WriteFailed(f"could not write {err.filename or 'the report folder'} ({err.strerror or err})") from err
+        kept, path = journal.rows, journal.path
         raise WriteFailed(
             f"could not append to {path} ({err.strerror or err}); it keeps the {kept} batches flushed before, "
             "and meta.json says the report is partial: free some space and run again"
