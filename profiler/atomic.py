@@ -43,9 +43,13 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_csv(frame: pd.DataFrame, path: Path) -> None:
+def csv_text(frame: pd.DataFrame, header: bool = True) -> str:
     """CSV with full float precision (round-trips exactly); NaN is written as an empty cell."""
-    write_text_atomic(path, frame.to_csv(index=False, float_format="%.17g", lineterminator="\n"))
+    return frame.to_csv(index=False, header=header, float_format="%.17g", lineterminator="\n")
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    write_text_atomic(path, csv_text(frame))
 
 
 def finite(data: Any) -> Any:

@@ -99,8 +99,8 @@ def run_scenario(
                     loss.item()  # a training loop reads its loss: the one sync per step, as users have
                 bar.update(1)
                 done += 1
-                if flusher is not None:
-                    appending(flusher.tick, journal)
+                if flusher is not None and now_ms() >= flusher.due_ms:  # one clock read a batch otherwise
+                    appending(flusher.flush, journal)
                 if enabled and bar.n % 10 == 0:
                     bar.set_postfix({k: f"{v:.2f}ms" for k, v in prof.live_medians().items() if v == v}, refresh=False)
     finally:
@@ -158,9 +158,7 @@ def _run_scenarios(
         done.current.clear()
         done.per_epoch[sc.name] = len(dataset) // sc.batch_size
         # The journal's rows of this scenario give way to its finished timeline (drift-corrected).
-        finished = timeline.concat(done.frames)
-        appending(functools.partial(report_io.write_csv, finished, journal.path), journal)
-        journal.rows = len(finished)
+        appending(functools.partial(journal.replace, timeline.concat(done.frames)), journal)
 
 
 def run_matrix(
@@ -190,10 +188,10 @@ def _run_matrix(
     dataset = datasets.build(
         opts.dataset, opts.data_root, size=opts.dataset_size, image_size=opts.image_size, download=opts.download
     )
-    if not distributed.in_job():
-        resolve_device(opts.device)
+    # A rank's device is known once the job is joined (_open_out sets opts.device).
+    device = None if distributed.in_job() else resolve_device(opts.device)
     out, run_name, job = _open_out(opts)
-    device = resolve_device(opts.device)
+    device = device or resolve_device(opts.device)
     if device.type != "cuda":
         echo(
             "pinprof: no CUDA device: GPU phases (h2d, compute) are skipped and pinning is off; "

@@ -14,6 +14,7 @@ from profiler.capture.devices import rank_info
 from profiler.modes import SPECS
 from profiler.timeline.build import build_timeline
 from profiler.timeline.clockmap import ClockMap
+from profiler.timeline.schema import empty_timeline
 
 if TYPE_CHECKING:
     from profiler.capture.profiler import TransferProfiler
@@ -56,7 +57,7 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
     first = prof._pending.first_row()
     stop = len(prof._store) if first is None else first
     if stop <= start:
-        return build_timeline(prof._store.columns(0, 0), 0.0, clock, {}), start
+        return empty_timeline(), start
     origin = prof._origin if prof._origin is not None else now_ms()
     return build_timeline(prof._store.columns(start, stop), origin, clock, _static(prof)), stop
 
@@ -68,14 +69,9 @@ class Flusher:
     def __init__(self, prof: TransferProfiler, journal: Journal, every_ms: float) -> None:
         self._prof, self._journal, self._every = prof, journal, every_ms
         self._start = 0
-        self._due = now_ms() + every_ms
-
-    def tick(self) -> None:
-        """Call once a batch: flushes when the interval has passed (a clock read otherwise)."""
-        if now_ms() >= self._due:
-            self.flush()
+        self.due_ms = now_ms() + every_ms  # the loop compares its clock with this once a batch
 
     def flush(self) -> None:
         frame, self._start = completed(self._prof, self._start)
         self._journal.append(frame)
-        self._due = now_ms() + self._every
+        self.due_ms = now_ms() + self._every

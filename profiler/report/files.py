@@ -188,10 +188,10 @@ def _check_values(path: Path, frame: pd.DataFrame) -> None:
     """Refuse what pinprof never writes and the analysis would turn into "inf%" or invalid JSON:
     infinite times anywhere, negative durations, byte counts or batch numbers (an empty cell, NaN,
     is a phase that did not happen and is fine)."""
-    for col in SCHEMA:
-        if col not in frame or SCHEMA[col] == "str":
-            continue
-        values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    for col, dtype in SCHEMA.items():
+        if col not in frame or dtype not in ("float64", "int64", "Int64"):
+            continue  # strings and booleans are neither infinite nor negative
+        values = frame[col].to_numpy(dtype=float, na_value=np.nan)  # parsed by _parse already
         infinite = np.isinf(values)
         negative = (values < 0) & (col in DURATIONS or col in NON_NEGATIVE)
         for what, rows in (("an infinite value", infinite), ("a negative value", negative)):

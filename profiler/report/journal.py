@@ -19,13 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from profiler.atomic import csv_text, write_csv, write_text_atomic
 from profiler.errors import OutputNotWritableError
 from profiler.timeline.schema import COLUMNS
-
-
-def _csv(frame: pd.DataFrame, header: bool) -> bytes:
-    # The format of profiler.atomic.write_csv: rows appended here read back exactly as the final file.
-    return frame.to_csv(index=False, header=header, float_format="%.17g", lineterminator="\n").encode()
 
 
 class Journal:
@@ -37,15 +33,19 @@ class Journal:
 
     def start(self) -> None:
         """Replace ``path`` with the header alone (a ``--force`` run must not append to an old report)."""
-        from profiler.atomic import write_text_atomic
-
         write_text_atomic(self.path, ",".join(COLUMNS) + "\n")
+
+    def replace(self, frame: pd.DataFrame) -> None:
+        """Rewrite the whole file atomically with ``frame`` (a finished scenario's corrected rows)."""
+        write_csv(frame, self.path)
+        self.rows = len(frame)
 
     def append(self, frame: pd.DataFrame) -> None:
         """Append ``frame``'s rows in one write; on failure the file is cut back and the error raised."""
         if not len(frame):
             return
-        data = _csv(frame[list(COLUMNS)], header=False)
+        # write_csv's format: rows appended here read back exactly as the final file's
+        data = csv_text(frame[list(COLUMNS)], header=False).encode()
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
