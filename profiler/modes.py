@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 from profiler.errors import UsageError
 
-Mode = Literal["pageable", "pageable_nb", "pinned", "pinned_nb", "staged"]
+Mode = Literal["pageable", "pageable_nb", "pinned", "pinned_nb", "staged", "prefetch"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 
 
@@ -22,6 +22,9 @@ class ModeSpec:
     non_blocking: the copy is issued with ``non_blocking=True``.
     side_stream: the copy runs on a dedicated copy stream; the compute stream waits on its event.
     staged: the main thread stages through pinprof's reused pinned buffers first.
+    prefetch: the loop (``TransferProfiler.device_batches``) fetches batch n+1 and issues its copy
+        before step n's compute, and the compute stream waits for that copy only when batch n+1 is
+        consumed: the copy runs under step n's compute instead of on an idle GPU after it.
     """
 
     name: Mode
@@ -30,6 +33,7 @@ class ModeSpec:
     side_stream: bool
     staged: bool
     description: str
+    prefetch: bool = False
 
 
 SPECS: dict[Mode, ModeSpec] = {
@@ -67,6 +71,15 @@ SPECS: dict[Mode, ModeSpec] = {
         True,
         True,
         "pageable batch, chunked copy into reused pinned buffers overlapped with the DMA",
+    ),
+    "prefetch": ModeSpec(
+        "prefetch",
+        True,
+        True,
+        True,
+        False,
+        "pin_memory=True, the next batch fetched and copied on a side stream before this step's compute",
+        prefetch=True,
     ),
 }
 

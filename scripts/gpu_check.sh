@@ -29,6 +29,14 @@ log="$OUT/gpu_check.log"
       run) timeout 180 python3 -m profiler run --out "$OUT/run-default" --force ;;
       quoted) timeout 120 python3 scripts/naive_benchmark.py --out "$OUT/naive" && timeout 120 python3 scripts/better_benchmark.py --out "$OUT/better" ;;
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
+      # The diagnosis cases recorded for tests/data: GPU-bound loops (20 ms of compute; 36.75 and 73.5
+      # MiB batches) in pinned_nb and prefetch, and a loop bound by the pin thread (55 MiB batches, 1 ms
+      # of compute). 7,000 images of 224x224 stay pregenerated (under 1 GiB): the workers only decode.
+      cases) timeout 240 python3 -m profiler run --out "$OUT/gpu-bound" --force --modes pinned_nb,prefetch \
+               --batch-size 64,128 --image-size 224 --dataset-size 7000 --num-workers 12 --cpu-work-ms 0 --compute-ms 20
+             timeout 180 python3 -m profiler run --out "$OUT/pin-bound" --force --modes pinned_nb \
+               --batch-size 96 --image-size 224 --dataset-size 7000 --num-workers 12 --cpu-work-ms 0 --compute-ms 1 \
+               --batches 60 ;;
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
       bandwidth) timeout 240 python3 -m profiler bandwidth --out "$OUT/bandwidth" ;;
       nsys) timeout 180 bash scripts/nsys_profile.sh "$OUT/nsys"

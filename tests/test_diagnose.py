@@ -44,10 +44,12 @@ def test_better_benchmark_is_cpu_bound_and_the_transfer_too_small_to_see() -> No
 def test_default_run_verdicts_on_the_h200() -> None:
     tl = read_timeline(DATA / "h200_default")
     v = verdicts(tl)
-    assert v["pageable/bs1024/w4"][0] == Verdict.HIDDEN_STAGING
+    assert Verdict.HIDDEN_STAGING in v["pageable/bs1024/w4"]
     assert Verdict.NON_BLOCKING_PAGEABLE in v["pageable_nb/bs1024/w4"]
-    assert Verdict.EXPOSED_TRANSFER in v["pinned/bs64/w4"]
-    assert v["pinned_nb/bs1024/w4"] == [Verdict.TOO_SMALL]  # copy hidden behind CPU work
+    assert v["pinned/bs64/w4"][0] == Verdict.HOST_BLOCKED
+    assert v["pinned_nb/bs64/w4"] == [Verdict.TOO_SMALL]  # copy hidden behind CPU work
+    # 4 workers cannot build 1024-image batches as fast as the loop uses them: every fourth waits ~90 ms
+    assert v["pinned_nb/bs1024/w4"][0] == Verdict.LOADER_BOUND
 
 
 def synthetic(n: int = 10, **medians: float) -> pd.DataFrame:
@@ -67,31 +69,36 @@ def test_pin_thread_bound_when_pinning_outlasts_the_loop() -> None:
     d = diagnose(tl)[0]
     assert d.verdict == Verdict.PIN_THREAD_BOUND
     assert any("staged" in c.what for c in d.findings[0].changes)
-    assert any("worker" in c.what and "no remedy" in c.what for c in d.findings[0].changes)
+    assert "Pinning inside the workers is no remedy" in d.findings[0].evidence
 
 
 def test_compute_bound_says_the_pipeline_is_fine() -> None:
     d = diagnose(synthetic(fetch=0.1, pin=1.0, batch=10.0, cpu_work=0.5, compute=9.0, wait=0.0, h2d=0.2))[0]
-    assert d.verdict == Verdict.COMPUTE_BOUND and "input pipeline is fine" in d.findings[0].evidence
+    assert d.verdict == Verdict.COMPUTE_BOUND and "input pipeline does not set the pace" in d.findings[0].evidence
+    assert d.headline.text.startswith("not input bound") and "GPU compute sets the pace" in d.headline.text
 
 
 def test_too_small_under_one_percent() -> None:
-    d = diagnose(synthetic(fetch=0.1, pin=1.0, batch=100.0, cpu_work=30.0, compute=30.0, wait=0.5, h2d=0.6))[0]
+    d = diagnose(
+        synthetic(fetch=0.1, pin=1.0, batch=100.0, cpu_work=30.0, compute=30.0, wait=0.5, h2d=0.6, gpu_idle=0.6)
+    )[0]
     assert [f.verdict for f in d.findings] == [Verdict.TOO_SMALL]
     assert "0.50%" in d.findings[0].evidence
 
 
 def test_exposed_transfer_on_a_blocking_pinned_copy() -> None:
-    d = diagnose(synthetic(fetch=0.1, pin=1.0, batch=4.0, cpu_work=1.0, compute=1.0, wait=1.0, h2d=1.0, overlap=0.0))[0]
-    assert d.verdict == Verdict.EXPOSED_TRANSFER
+    tl = synthetic(fetch=0.1, pin=1.0, batch=4.0, cpu_work=1.0, compute=1.0, wait=1.0, h2d=1.0, overlap=0.0)
+    tl["mode"], tl["non_blocking"] = "pinned", False
+    d = diagnose(tl)[0]
+    assert d.verdict == Verdict.HOST_BLOCKED
     assert d.findings[0].changes[0].gain_ms == pytest.approx(1.0)
 
 
 def test_cpu_only_run_says_no_gpu_phases(tmp_path: Path) -> None:
     tl = synthetic(fetch=1.0, pin=np.nan, batch=3.0, cpu_work=1.0, compute=np.nan, wait=np.nan, h2d=np.nan)
     d = diagnose(tl)[0]
-    assert d.findings[0].verdict == Verdict.NO_GPU
-    assert d.findings[0].evidence.startswith("no GPU phases measured; loader/pin figures are")
+    (no_gpu,) = [f for f in d.findings if f.verdict == Verdict.NO_GPU]
+    assert no_gpu.evidence.startswith("no GPU phases measured; loader/pin figures are")
 
 
 def test_too_few_batches_gives_no_verdict() -> None:

@@ -42,7 +42,7 @@ def profile_loop(mode: Mode, data: list, cpu_ms: float = 0.0, warmup: int = 3) -
 
 @pytest.mark.parametrize("mode", MODES)
 def test_mode_reaches_the_memcpy_kind_its_name_says(mode: Mode) -> None:
-    pinned_src = mode in ("pinned", "pinned_nb")
+    pinned_src = mode in ("pinned", "pinned_nb", "prefetch")
     data = batches_of(2 * MiB, 6, pinned_src)
     trace = cupti.capture(lambda: profile_loop(mode, data).timeline())
     h2d = trace[(trace.kind == "memcpy") & trace.name.str.contains("HtoD") & (trace.bytes >= MiB / 4)]
@@ -113,7 +113,7 @@ def _make_batch(gen: torch.Generator) -> dict:
 def test_every_mode_is_bit_exact_with_plain_to(mode: Mode) -> None:
     gen = torch.Generator().manual_seed(7)
     data = [_make_batch(gen) for _ in range(5)]
-    if mode in ("pinned", "pinned_nb"):
+    if mode in ("pinned", "pinned_nb", "prefetch"):
         from torch.utils.data._utils.pin_memory import pin_memory
 
         data = [pin_memory(b) for b in data]

@@ -14,6 +14,7 @@ import torch
 
 from profiler import TransferProfiler
 from profiler.bench import cupti
+from profiler.modes import MODES
 
 pytestmark = pytest.mark.gpu
 HERE = Path(__file__).parent
@@ -51,7 +52,7 @@ def test_every_layout_every_mode_copies_exactly_without_a_hang(case: str) -> Non
     assert run.returncode == 0 and run.stdout.rstrip().endswith("ok"), run.stdout[-2000:] + run.stderr[-3000:]
     rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     print("\n".join(json.dumps(r) for r in rows if r["mode"] in ("pinned_nb", "pageable")))
-    assert len(rows) == 10
+    assert len(rows) == 2 * len(MODES)  # every mode, pinned and pageable
     for r in rows:
         assert r["copies"] == 1
         if case in NON_DENSE and r["mode"] != "staged":

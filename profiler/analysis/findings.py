@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 
 class Verdict(str, Enum):
@@ -13,17 +14,43 @@ class Verdict(str, Enum):
     PIN_THREAD_BOUND = "pin_thread_bound"
     HIDDEN_STAGING = "hidden_staging"
     LAYOUT_COPY = "layout_copy"
-    EXPOSED_TRANSFER = "exposed_transfer"
+    HOST_BLOCKED = "exposed_transfer_host_blocked"
+    GPU_IDLE = "exposed_transfer_gpu_idle"
     NON_BLOCKING_PAGEABLE = "non_blocking_on_pageable"
     CPU_WORK_BOUND = "cpu_work_bound"
     COMPUTE_BOUND = "compute_bound"
     TOO_SMALL = "transfer_too_small"
 
+    @property
+    def label(self) -> str:
+        """How a person reads it: ``exposed transfer (GPU idle)``."""
+        return LABELS.get(self, self.value.replace("_", " "))
+
+
+LABELS = {
+    Verdict.HOST_BLOCKED: "exposed transfer (host blocked)",
+    Verdict.GPU_IDLE: "exposed transfer (GPU idle)",
+}
+
+
+class InputBound(str, Enum):
+    """The headline's class, as TensorBoard's input-pipeline analyzer names them."""
+
+    HIGHLY = "highly_input_bound"
+    MODERATELY = "moderately_input_bound"
+    NOT = "not_input_bound"
+    UNKNOWN = "unknown"
+
 
 @dataclass
 class Change:
+    """One remedy. ``sets``: the settings it puts in place (``mode``, ``pin_memory``, ``non_blocking``,
+    ``num_workers``, ``prefetch_factor``); a change whose settings the scenario already has is never
+    advised (``profiler.analysis.rules.base.Case.in_place``)."""
+
     what: str
     gain_ms: float  # expected saving per batch, from measured phases
+    sets: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -38,12 +65,22 @@ class Finding:
 
 
 @dataclass
+class Headline:
+    """What sets the loop's pace. ``input_share``: (loader wait + exposed transfer) / batch time."""
+
+    bound: InputBound
+    input_share: float
+    text: str
+
+
+@dataclass
 class Diagnosis:
     scenario: str
     mode: str
     batches: int
     medians: dict[str, float]
     findings: list[Finding]
+    headline: Headline = field(default_factory=lambda: Headline(InputBound.UNKNOWN, float("nan"), ""))
 
     @property
     def verdict(self) -> Verdict:

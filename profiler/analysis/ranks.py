@@ -6,7 +6,14 @@ import numpy as np
 import pandas as pd
 
 from profiler.analysis.rates import pinned_rate_GBps
-from profiler.analysis.rules import CONTENTION_SHARE, IMBALANCE_FACTOR, TOO_SMALL_SHARE
+from profiler.analysis.rules.base import TOO_SMALL_SHARE
+
+# One rank's loader wait this many times the other ranks' median makes every rank wait for it at the
+# next collective.
+IMBALANCE_FACTOR = 1.5
+# Pinned copies slower than this share of the single-rank calibration mean the ranks' copies compete
+# for host memory bandwidth or a shared PCIe switch.
+CONTENTION_SHARE = 0.8
 
 
 def diagnose_ranks(tl: pd.DataFrame, calibration: pd.DataFrame | None = None) -> list[str]:

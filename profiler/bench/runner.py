@@ -89,8 +89,7 @@ def run_scenario(
     try:
         for _ in range(rounds):
             left = None if limit is None else limit - done
-            for batch in prof.batches(loader, limit=left):
-                x, _y = prof.to_device(batch)
+            for x, _y in prof.device_batches(loader, limit=left):  # prefetch: one batch ahead
                 with prof.cpu_work():
                     busy_cpu(sc.cpu_work_ms)
                 if sc.compute_ms > 0 and cuda:

@@ -76,12 +76,9 @@ class DeviceCopier:
         """(``batch`` with its CPU tensors on the device, the memory kind its DMA reads); ``rec``
         gets the call's host times, any layout copy and the copy's events."""
         compute_stream = rec["_stream"] = current_stream(self._index)
-        dev = self.device
         srcs = [t for t, k in zip(tensors, kinds) if k != "device"]
         src_kinds: list[MemoryKind] = [k for k in kinds if k != "device"]
-        # Destinations on the compute stream, their consumer (the copy stream's writes are ordered before
-        # its next work by the wait on the end event, so a freed block is safe to reuse there).
-        dsts = [torch.empty_like(t, device=dev) for t in srcs]
+        dsts = self._destinations(srcs, spec.side_stream, compute_stream)
         for d, t in zip(dsts, srcs):  # a loop, not any(): no generator on the hot path
             if needs_layout(d, t):
                 srcs, src_kinds = self._relayout(dsts, srcs, src_kinds, rec)
@@ -106,7 +103,9 @@ class DeviceCopier:
             call_s = now_ms()
             held = gated and self._gate.hold(stream)  # type: ignore[union-attr]
             try:
-                self._issue(calls, rt, stream, start, end, compute_stream if switch else None)
+                # prefetch: the compute stream waits for this copy when the batch is consumed, not now
+                consumer = compute_stream if switch and not spec.prefetch else None
+                self._issue(calls, rt, stream, start, end, consumer)
             finally:
                 if held:
                     self._gate.release()  # type: ignore[union-attr]
@@ -120,7 +119,23 @@ class DeviceCopier:
         dma_kind = combined_kind(src_kinds) if src_kinds else "device"
         rec["copy_sync"] = rec["copy_sync"] or (not spec.non_blocking) or dma_kind != "pinned"
         rec.setdefault("_h2d", []).append((start, end, True))
+        if spec.prefetch and switch:
+            rec.setdefault("_ready", []).append(end)  # waited on by the prefetch loop (capture.prefetch)
         return out, dma_kind
+
+    def _destinations(
+        self, srcs: list[torch.Tensor], side_stream: bool, compute_stream: torch.cuda.Stream
+    ) -> list[torch.Tensor]:
+        """Empty device tensors for ``srcs``, from the pool of the stream that writes them; the consumer
+        is noted by record_stream (the pattern torch documents for side streams), so a block the compute
+        stream freed while its kernels still read it is never handed to a copy on another stream."""
+        if not side_stream:
+            return [torch.empty_like(t, device=self.device) for t in srcs]
+        set_stream(self._copy_stream)
+        try:
+            return [torch.empty_like(t, device=self.device) for t in srcs]
+        finally:
+            set_stream(compute_stream)
 
     def _relayout(
         self, dsts: list[torch.Tensor], srcs: list[torch.Tensor], kinds: list[MemoryKind], rec: dict[str, Any]

@@ -26,7 +26,7 @@ import torch
 from profiler.capture import batch_tree, rows, saving
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.anchor import Anchor, take_anchor
-from profiler.capture.cuda.events import EventPool, current_stream
+from profiler.capture.cuda.events import EventPool, current_stream, wait
 from profiler.capture.cuda.gate import StreamGate, gate_wanted, make_gate
 from profiler.capture.device_copy import DeviceCopier
 from profiler.capture.devices import resolve_device
@@ -35,7 +35,8 @@ from profiler.capture.loader import cpu_only_notes, loader_config
 from profiler.capture.nvtx import NvtxEmitter
 from profiler.capture.pending import PendingEvents
 from profiler.capture.phases import Compute, CpuWork
-from profiler.capture.pin_hook import PIN_HOOK
+from profiler.capture.pin_hook import PIN_HOOK, take_pin
+from profiler.capture.prefetch import prefetched
 from profiler.capture.staged_copy import StagedCopier
 from profiler.capture.store import TEMPLATE, Store, note_memory
 from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, UsageError
@@ -142,7 +143,7 @@ class TransferProfiler:
                         rec["fetch_e"] = now_ms()
                     pin = PIN_HOOK.pop(batch)
                     if pin is not None:
-                        rec["pin_s"], rec["pin_e"] = pin
+                        take_pin(rec, pin)
                     self._cur = rec
                     yield batch
                 finally:
@@ -184,6 +185,22 @@ class TransferProfiler:
         up: bytes, ``copies``, the layout and call times; ``h2d`` spans the first copy's start to the
         last one's end."""
         rec = self._current("to_device")
+        out = self._copy_into(rec, batch)
+        for end in rec.pop("_ready", ()):  # mode prefetch outside device_batches: the wait comes now
+            wait(end, current_stream(self._index))
+        return out
+
+    def device_batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
+        """``to_device`` of each batch of ``batches``; in mode ``prefetch`` batch n+1 is fetched and its
+        copy issued before batch n is handed out, to run under step n's compute (``capture.prefetch``)."""
+        if self.mode == "prefetch":
+            yield from prefetched(self, loader, limit)
+            return
+        for batch in self.batches(loader, limit):
+            yield self.to_device(batch)
+
+    def _copy_into(self, rec: dict[str, Any], batch: Any) -> Any:
+        """``to_device`` of ``batch`` into the batch record ``rec``."""
         tensors = batch_tree.require_tensors(batch)
         rec["bytes"] = max(rec["bytes"], 0) + sum(batch_tree.tensor_bytes(t) for t in tensors)
         rec["copies"] += 1

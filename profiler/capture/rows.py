@@ -59,7 +59,10 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
     if stop <= start:
         return empty_timeline(), start
     origin = prof._origin if prof._origin is not None else now_ms()
-    return build_timeline(prof._store.columns(start, stop), origin, clock, _static(prof)), stop
+    # One row before the range too, so the first row's gpu_idle_ms sees its predecessor's compute.
+    before = 1 if start > 0 else 0
+    frame = build_timeline(prof._store.columns(start - before, stop), origin, clock, _static(prof))
+    return frame.iloc[before:].reset_index(drop=True), stop
 
 
 class Flusher:

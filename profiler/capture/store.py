@@ -8,14 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from profiler.timeline.schema import RAW_GPU, RAW_HOST
+from profiler.timeline.schema import RAW_GPU, RAW_HOST, RAW_PIN
 
 NAN = float("nan")
 
-NUMERIC = ("batch", "bytes", "copies", "warmup", "copy_sync", *RAW_HOST)  # stored as float64 (exact below 2**53)
+NUMERIC = (
+    "batch",
+    "bytes",
+    "copies",
+    "warmup",
+    "copy_sync",
+    *RAW_HOST,
+    *RAW_PIN,
+)  # stored as float64 (exact below 2**53)
 HOST_FIELDS = (*NUMERIC, "src_memory")
 TEMPLATE: dict[str, Any] = {
     **{k: NAN for k in RAW_HOST},
+    **{k: NAN for k in RAW_PIN},
     "bytes": -1,
     "copies": 0,
     "warmup": False,

@@ -42,16 +42,19 @@ def summary_table(summary: pd.DataFrame) -> str:
 
 
 def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None, ranks: list[str] | None = None) -> str:
-    """The report a person reads: verdict, evidence, ranked changes, then the mode comparison."""
+    """The report a person reads: the headline, then findings ranked by expected saving (verdict,
+    evidence, changes), then the mode comparison."""
     lines = []
     for d in diags:
         lines.append(f"## {d.scenario}  ({d.batches} batches)")
+        if d.headline.text:
+            lines.append(f"**Headline**: {d.headline.text}.")
+            lines.append("")
         if not d.findings:
             lines.append("- no bottleneck rule fired: the phases are balanced.")
+        # ranked by expected saving (diagnose), largest first
         for i, fd in enumerate(d.findings):
-            lines.append(
-                f"{'**Verdict**' if i == 0 else '- also'}: {fd.verdict.value.replace('_', ' ')} - {fd.evidence}"
-            )
+            lines.append(f"{'**Verdict**' if i == 0 else '- also'}: {fd.verdict.label} - {fd.evidence}")
             for c in sorted(fd.changes, key=lambda c: -c.gain_ms):
                 gain = f" (saves about {c.gain_ms:.3f} ms/batch)" if c.gain_ms > 0 else ""
                 lines.append(f"    - change: {c.what}{gain}")
@@ -61,7 +64,9 @@ def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None,
         lines.extend(f"- {r}" for r in ranks)
         lines.append("")
     if comparisons:
-        lines.append("## Against pageable, same loader settings (medians, ms per batch)")
+        lines.append(
+            "## Against pageable (and prefetch against pinned_nb), same loader settings (medians, ms per batch)"
+        )
         lines.extend(f"- {c}" for c in comparisons)
         lines.append("")
     return "\n".join(lines)

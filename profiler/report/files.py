@@ -145,6 +145,8 @@ NON_NEGATIVE = (
     "batch_size",
     "num_workers",
     "prefetch_factor",
+    "pin_faults",
+    "pin_allocs",
 )
 
 

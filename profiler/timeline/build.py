@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from profiler.timeline.clockmap import ClockMap
-from profiler.timeline.schema import CONFIG, RAW_GPU, RAW_HOST, conform, empty_timeline
+from profiler.timeline.idle import gpu_idle
+from profiler.timeline.schema import CONFIG, RAW_GPU, RAW_HOST, RAW_PIN, conform, empty_timeline
 
 
 def build_timeline(
@@ -29,6 +30,8 @@ def build_timeline(
     out: dict[str, Any] = {}
     _interval(out, "fetch", f["fetch_s"], f["fetch_e"])
     _interval(out, "pin", f["pin_s"], f["pin_e"])
+    pin = {k: np.asarray(raw[k], dtype=float) for k in RAW_PIN}
+    out["pin_cpu_ms"], out["pin_alloc_ms"] = pin["pin_cpu"], pin["pin_alloc"]
     _interval(out, "stage", f["stage_s"], f["stage_e"], summed["stage_sum"])
     _interval(out, "layout", f["layout_s"], f["layout_e"], summed["layout_sum"])
     if clock is not None:
@@ -47,19 +50,14 @@ def build_timeline(
     out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)
     _interval(out, "cpu_work", f["cpu_s"], f["cpu_e"], summed["cpu_sum"])
     _interval(out, "compute", comp_s, comp_e, comp_ms)
-    request = np.where(np.isnan(f["request"]), f["batch_e"], f["request"])
-    wait_s = np.where(sync, f["call_s"], request)
-    wait_e = np.where(sync, f["call_e"], np.fmax(request, h2d_e))
-    no_copy = np.isnan(f["call_s"])
-    # A blocking copy's wait is the time inside its calls (summed over the batch's copies).
-    wait_ms = np.where(sync, summed["call_sum"], wait_e - wait_s)
-    _interval(out, "wait", np.where(no_copy, np.nan, wait_s), np.where(no_copy, np.nan, wait_e), wait_ms)
+    _wait(out, f, summed["call_sum"], sync, h2d_e)
     ov_s, ov_e = np.fmax(h2d_s, f["cpu_s"]), np.fmin(h2d_e, f["cpu_e"])
     has = ~np.isnan(h2d_s) & ~np.isnan(f["cpu_s"])
     overlap = np.where(has, np.clip(ov_e - ov_s, 0.0, None), np.nan)
     positive = has & (overlap > 0)
     out["overlap_start_ms"], out["overlap_end_ms"] = np.where(positive, ov_s, np.nan), np.where(positive, ov_e, np.nan)
     out["overlap_ms"] = overlap
+    out["gpu_idle_ms"] = gpu_idle(h2d_s, h2d_e, comp_e) if clock is not None else np.full(n, np.nan)
     _interval(out, "batch", f["batch_s"], f["batch_e"])
     frame = pd.DataFrame(
         {
@@ -72,10 +70,25 @@ def build_timeline(
             "src_memory": raw["src_memory"],
             **out,
             **{k: static.get(k) for k in CONFIG},
+            "pin_faults": pin["pin_faults"],  # float with NaN: conform makes them Int64
+            "pin_allocs": pin["pin_allocs"],
         },
         index=pd.RangeIndex(n),
     )
     return conform(frame)
+
+
+def _wait(
+    out: dict[str, Any], f: dict[str, np.ndarray], call_sum: np.ndarray, sync: np.ndarray, h2d_e: np.ndarray
+) -> None:
+    """``wait``: a blocking copy's time inside its calls (summed over the batch's copies); an
+    asynchronous one's from when the consumer asked for the data until the copy ended."""
+    request = np.where(np.isnan(f["request"]), f["batch_e"], f["request"])
+    wait_s = np.where(sync, f["call_s"], request)
+    wait_e = np.where(sync, f["call_e"], np.fmax(request, h2d_e))
+    no_copy = np.isnan(f["call_s"])
+    wait_ms = np.where(sync, call_sum, wait_e - wait_s)
+    _interval(out, "wait", np.where(no_copy, np.nan, wait_s), np.where(no_copy, np.nan, wait_e), wait_ms)
 
 
 def _interval(

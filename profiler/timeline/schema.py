@@ -15,6 +15,10 @@ data
 durations, ms
     fetch_ms      main thread blocked in ``next(loader)``
     pin_ms        the DataLoader pin step for this batch (pin thread, or main thread without workers)
+    pin_cpu_ms    CPU time of the thread that ran the pin step, during it: ``pin_ms`` minus this is the
+                  time that thread waited (for the GIL, or for a core)
+    pin_alloc_ms  time torch's pinned-memory allocator spent in cudaHostAlloc/cudaHostRegister during
+                  the pin step (``torch.cuda.host_memory_stats()``'s ``host_alloc_time``; process-wide)
     stage_ms      main thread's explicit staging into pinned memory (``staged`` mode)
     layout_ms     host time making non-dense sources (slices, ``expand()``, gaps) contiguous before
                   their copy: the copy torch's ``copy_`` would make inside the call; not DMA, not staging
@@ -32,6 +36,10 @@ durations, ms
                   copies, the time from when the consumer asked for the data (``compute()`` entry, or the
                   batch's end) until the copy finished, 0 if it was already done
     overlap_ms    part of ``h2d`` that ran while ``cpu_work`` ran (interval intersection)
+    gpu_idle_ms   part of ``h2d`` that ran after the previous batch's compute had ended: the GPU had
+                  none of the loop's work under the copy (the copy was issued after the previous step
+                  finished); 0 when the copy ran under that compute (mode ``prefetch``); empty for the
+                  first batch and without GPU compute
     batch_ms      from this batch's fetch start to the next batch's fetch start
 intervals, ms from the run's start
     <phase>_start_ms, <phase>_end_ms for fetch, pin, stage, layout, h2d, cpu_work, compute, wait,
@@ -39,6 +47,14 @@ intervals, ms from the run's start
 configuration
     device (str), batch_size (Int64), num_workers (Int64), pin_memory (boolean), non_blocking (boolean),
     prefetch_factor (Int64; empty with no workers)
+pin step counts (Int64; empty when the batch was not pinned while pinprof watched)
+    pin_faults    minor page faults of the pinning thread during the pin step: the first touch of the
+                  worker's shared memory, which the pin copy is the first to read (4 KiB a fault)
+    pin_allocs    blocks torch's pinned allocator created during the pin step (``num_host_alloc``)
+
+In mode ``prefetch`` a batch's fetch and copy run during the previous batch's step (that is the
+mode), so its ``fetch_*`` and ``h2d_*`` intervals lie before its ``batch_start_ms``; its batch
+interval is the step that consumes it.
 """
 
 from __future__ import annotations
@@ -53,6 +69,8 @@ PHASES: tuple[str, ...] = ("fetch", "pin", "stage", "layout", "h2d", "cpu_work",
 DURATIONS: tuple[str, ...] = (
     "fetch_ms",
     "pin_ms",
+    "pin_cpu_ms",
+    "pin_alloc_ms",
     "stage_ms",
     "layout_ms",
     "h2d_ms",
@@ -64,6 +82,7 @@ DURATIONS: tuple[str, ...] = (
     "compute_ms",
     "wait_ms",
     "overlap_ms",
+    "gpu_idle_ms",
     "batch_ms",
 )
 INTERVALS: tuple[str, ...] = tuple(f"{p}_{edge}_ms" for p in PHASES for edge in ("start", "end"))
@@ -88,9 +107,10 @@ CONFIG: dict[str, str] = {
     "non_blocking": "boolean",
     "prefetch_factor": "Int64",
 }
+COUNTS: dict[str, str] = {"pin_faults": "Int64", "pin_allocs": "Int64"}
 # What a missing identity column means in a file from elsewhere (an nsys import, an older version).
 DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_size": 1}
-SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG}
+SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG, **COUNTS}
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 
 # Raw per-batch fields the recorder fills: host times in ms on the now_ms clock (``*_sum``: summed
@@ -121,6 +141,9 @@ RAW_HOST = (
     "request",
 )
 RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum")
+# Raw pin-step measures (``profiler.capture.pin_hook``): ms of thread CPU time, page faults, pinned
+# allocations and ms in them; NaN when the batch was not pinned while the hook was installed.
+RAW_PIN = ("pin_cpu", "pin_faults", "pin_allocs", "pin_alloc")
 
 
 def empty_timeline() -> pd.DataFrame:

@@ -1,0 +1,127 @@
+"""What every rule reads (``Case``: one scenario's medians and settings) and what a rule is (``Rule``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from profiler.analysis.findings import Change, Finding, Verdict
+
+# The loop waits for at least half of the copy: the transfer is exposed, not overlapped.
+EXPOSED_SHARE = 0.5
+# The issue's bar for "too small to matter": under 1% of the batch time.
+TOO_SMALL_SHARE = 0.01
+
+
+def fmt(ms: float) -> str:
+    return "n/a" if np.isnan(ms) else f"{ms:.3f} ms"
+
+
+def _flag(cfg: pd.Series, key: str) -> bool | None:
+    value = cfg.get(key)
+    return None if value is None or pd.isna(value) else bool(value)
+
+
+def _int(cfg: pd.Series, key: str) -> int | None:
+    value = cfg.get(key)
+    return None if value is None or pd.isna(value) else int(value)
+
+
+@dataclass
+class Case:
+    """One scenario's medians (``m``: ms, ``bytes``, ``pinned_GBps``, ``pin_faults``, ``pin_allocs``)
+    and settings, as the rules read them; ``found``: the findings of the rules that ran before."""
+
+    m: dict[str, float]
+    cfg: pd.Series
+    cores: int | None = None
+    found: list[Finding] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        m, cfg = self.m, self.cfg
+        self.batch, self.fetch = m["batch"], float(np.nan_to_num(m["fetch"]))
+        self.gpu = not np.isnan(m["h2d"])
+        self.mode = str(cfg["mode"])
+        self.pin_memory = bool(_flag(cfg, "pin_memory"))
+        self.non_blocking = bool(_flag(cfg, "non_blocking"))
+        self.workers = _int(cfg, "num_workers")
+        self.prefetch_factor = _int(cfg, "prefetch_factor")
+        self.consumer = self.batch - self.fetch  # the loop's own time per batch, loader wait excluded
+        self.wait, self.h2d, self.rate = float(np.nan_to_num(m["wait"])), m["h2d"], m["pinned_GBps"]
+        rate = self.rate
+        self.predicted = m["bytes"] / rate / 1e6 if rate and not np.isnan(rate) else float("nan")
+        self.pageable = self.mode in ("pageable", "pageable_nb") or (
+            not np.isnan(m["h2d_call"]) and self.mode == "auto"
+        )
+        # The copy returns before its DMA ends (pinned source, non_blocking): its exposure is the GPU's.
+        self.asynchronous = self.gpu and not self.pageable and (self.non_blocking or self.mode in ASYNC_MODES)
+        self.exposed = self._exposed()
+
+    def _exposed(self) -> float:
+        """Exposed transfer per batch (ms): the main thread's own work on the batch before its copy
+        (explicit staging, layout copies), plus a blocking copy's wait or, for an asynchronous one,
+        the part of its wait during which the GPU had none of the loop's work (``gpu_idle_ms``): a
+        copy that runs under the previous step's compute delays nothing."""
+        m = self.m
+        host = float(np.nan_to_num(m["stage"])) + float(np.nan_to_num(m["layout"]))
+        idle = m.get("gpu_idle", float("nan"))
+        if not self.gpu:
+            self.copy_exposed = 0.0
+        elif self.asynchronous and not np.isnan(idle):
+            self.copy_exposed = min(self.wait, idle)
+        else:
+            self.copy_exposed = self.wait
+        # Copies queued faster than the GPU runs them (no sync in the loop) wait longer than a batch
+        # lasts; the loop cannot be exposed for more than its own time.
+        self.copy_exposed = min(self.copy_exposed, max(self.consumer, 0.0))
+        return host + self.copy_exposed
+
+    def in_place(self, change: Change) -> bool:
+        """Whether every setting ``change`` puts in place is already this scenario's."""
+        if not change.sets:
+            return False
+        now = {
+            "mode": self.mode,
+            "pin_memory": self.pin_memory,
+            "non_blocking": self.non_blocking,
+            "num_workers": self.workers,
+            "prefetch_factor": self.prefetch_factor,
+        }
+        return all(now.get(key) == value for key, value in change.sets.items())
+
+
+ASYNC_MODES = ("pinned_nb", "staged", "prefetch")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One bottleneck rule: its verdict, when it fires (in words and as a test), the evidence it
+    gives and the remedies it advises; remedies already in place are dropped."""
+
+    verdict: Verdict
+    when: str
+    fires: Callable[[Case], bool]
+    evidence: Callable[[Case], str]
+    remedies: Callable[[Case], list[Change]] = field(default=lambda c: [])
+
+    def __call__(self, case: Case) -> Finding | None:
+        if not self.fires(case):
+            return None
+        changes = [ch for ch in self.remedies(case) if not case.in_place(ch)]
+        return Finding(self.verdict, self.evidence(case), changes)
+
+
+def fired(case: Case, *verdicts: Verdict) -> bool:
+    """Whether an earlier rule gave one of ``verdicts``."""
+    return any(f.verdict in verdicts for f in case.found)
+
+
+def share(ms: float, case: Case) -> str:
+    return f"{ms / case.batch:.0%}" if case.batch else "n/a"
+
+
+Settings = dict[str, Any]

@@ -1,0 +1,99 @@
+"""Rules on what sets the loop's pace: the loader, the user's CPU work, GPU compute, or no GPU at all."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiler.analysis.findings import Change, Verdict
+from profiler.analysis.rules.base import Case, Rule, fired, fmt, share
+
+# A loader wait of this share of the batch is worth a finding: TensorBoard's input-pipeline analyzer
+# calls a step "moderately input-bound" from 5% of its time waiting for input (xprof,
+# input_pipeline_analyzer.cc: kModeratelyInfeedBoundThresholdInPercent = 5).
+LOADER_SHARE = 0.05
+# User CPU work or GPU compute is at least half the batch: that, not the input pipeline, sets the pace.
+WORK_SHARE = 0.5
+
+
+def _no_gpu_evidence(c: Case) -> str:
+    m = c.m
+    return (
+        f"no GPU phases measured; loader/pin figures are: fetch {fmt(m['fetch'])}, "
+        f"pin {fmt(m['pin'])}, stage {fmt(m['stage'])}, CPU work {fmt(m['cpu_work'])} "
+        f"per {fmt(c.batch)} batch. Run on a CUDA machine for the transfer verdicts."
+    )
+
+
+NO_GPU = Rule(Verdict.NO_GPU, "no copy was timed on a GPU", lambda c: not c.gpu, _no_gpu_evidence)
+
+
+def _loader_remedies(c: Case) -> list[Change]:
+    fetch, workers, cores = c.fetch, c.workers, c.cores
+    if cores is not None and workers is not None and workers >= cores:
+        changes = [
+            Change(
+                f"make __getitem__/the transforms cheaper: num_workers ({workers}) already uses all "
+                f"{cores} CPU cores, so more workers cannot help",
+                fetch,
+            )
+        ]
+    else:
+        changes = [
+            Change(f"raise num_workers (now {workers}) so batches are ready when the loop asks", fetch),
+            Change("or make __getitem__/the transforms cheaper", fetch),
+        ]
+    pin = c.m["pin"]
+    if c.pin_memory and not np.isnan(pin) and workers == 0:
+        changes.append(
+            Change(
+                f"set pin_memory=False: with no workers the pin ({fmt(pin)}) runs inside next() on the main thread",
+                pin,
+                {"pin_memory": False},
+            )
+        )
+    return changes
+
+
+LOADER_BOUND = Rule(
+    Verdict.LOADER_BOUND,
+    f"the loop waits in next(loader) for at least {LOADER_SHARE:.0%} of the batch, and not for the pin thread",
+    # When the pin thread is the slow stage, more workers cannot help: that rule says what can.
+    lambda c: c.fetch >= LOADER_SHARE * c.batch and not fired(c, Verdict.PIN_THREAD_BOUND),
+    lambda c: (
+        f"the loop waits {fmt(c.m['fetch'])} of each {fmt(c.batch)} batch ({share(c.fetch, c)}) on the "
+        "DataLoader's workers; pinning or copy tricks cannot help that part."
+    ),
+    _loader_remedies,
+)
+
+
+def _cpu(c: Case) -> float:
+    return float(np.nan_to_num(c.m["cpu_work"]))
+
+
+CPU_WORK_BOUND = Rule(
+    Verdict.CPU_WORK_BOUND,
+    f"the user's CPU work takes at least {WORK_SHARE:.0%} of the batch",
+    lambda c: _cpu(c) >= WORK_SHARE * c.batch,
+    lambda c: (
+        f"CPU work takes {fmt(c.m['cpu_work'])} of each {fmt(c.batch)} batch ({share(_cpu(c), c)}); "
+        "the input pipeline and the copy are not the bottleneck."
+    ),
+    lambda c: [Change("make the CPU work cheaper, or move it to the DataLoader workers", _cpu(c))],
+)
+
+
+def _comp(c: Case) -> float:
+    return float(np.nan_to_num(c.m["compute"]))
+
+
+COMPUTE_BOUND = Rule(
+    Verdict.COMPUTE_BOUND,
+    f"compute takes at least {WORK_SHARE:.0%} of the batch",
+    lambda c: _comp(c) >= WORK_SHARE * c.batch,
+    # Without CUDA, compute() is timed by the host clock: it is the loop's own work, not the GPU's.
+    lambda c: (
+        f"{'GPU compute' if c.gpu else 'compute (host clock, no GPU)'} takes {fmt(c.m['compute'])} of each "
+        f"{fmt(c.batch)} batch ({share(_comp(c), c)}): the input pipeline does not set the pace."
+    ),
+)

@@ -1,0 +1,213 @@
+"""Each diagnosis rule, the headline and the noise-aware comparison on recorded timelines (tests/data).
+
+The H200 recordings: ``h200_default`` / ``h200_naive`` / ``h200_better`` (the matrix and the two quoted
+benchmarks), ``h200_gpu_bound`` (20 ms of GPU compute per step, pinned_nb and prefetch, 36.75 and 73.5
+MiB batches), ``h200_pin_bound`` (55 MiB batches, 12 workers, 1 ms of compute); ``cpu_default`` is a
+run on a CPU machine. How each was made: tests/data/README.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profiler.analysis.compare import compare_modes
+from profiler.analysis.diagnose import diagnose
+from profiler.analysis.findings import Diagnosis, InputBound, Verdict
+from profiler.analysis.rules import RULES
+from profiler.report.files import read_calibration, read_meta, read_timeline
+from profiler.timeline.idle import gpu_idle
+
+DATA = Path(__file__).parent / "data"
+RECORDED = ("h200_default", "h200_naive", "h200_better", "h200_gpu_bound", "h200_pin_bound", "cpu_default")
+
+
+def diagnosed(folder: str) -> dict[str, Diagnosis]:
+    path = DATA / folder
+    cal = read_calibration(path)
+    cores = read_meta(path / "meta.json").get("cpu_count")
+    return {d.scenario: d for d in diagnose(read_timeline(path), cal, cores)}
+
+
+def verdicts(d: Diagnosis) -> list[Verdict]:
+    return [f.verdict for f in d.findings]
+
+
+# (folder, scenario) where each rule must fire, and whether it must be the top finding there.
+FIRES = {
+    Verdict.NO_GPU: ("cpu_default", "pageable/bs64/w2", False),
+    Verdict.LOADER_BOUND: ("h200_default", "pinned_nb/bs1024/w4", True),
+    Verdict.PIN_THREAD_BOUND: ("h200_pin_bound", "pinned_nb/bs96/w12", True),
+    Verdict.HIDDEN_STAGING: ("h200_default", "pageable/bs1024/w4", False),
+    Verdict.NON_BLOCKING_PAGEABLE: ("h200_default", "pageable_nb/bs1024/w4", False),
+    Verdict.HOST_BLOCKED: ("h200_default", "pinned/bs64/w4", True),
+    Verdict.GPU_IDLE: ("h200_gpu_bound", "pinned_nb/bs128/w12", True),
+    Verdict.CPU_WORK_BOUND: ("h200_better", "pinned_nb/bs1024/w6", True),
+    Verdict.COMPUTE_BOUND: ("h200_gpu_bound", "prefetch/bs64/w12", True),
+    Verdict.TOO_SMALL: ("h200_default", "pinned_nb/bs64/w4", True),
+}
+
+
+@pytest.mark.parametrize("verdict", list(FIRES), ids=lambda v: v.value)
+def test_each_rule_fires_on_its_recorded_case(verdict: Verdict) -> None:
+    folder, scenario, top = FIRES[verdict]
+    d = diagnosed(folder)[scenario]
+    assert verdict in verdicts(d), (scenario, verdicts(d))
+    if top:
+        assert d.verdict == verdict, (scenario, verdicts(d))
+
+
+def test_every_rule_is_an_object_with_its_conditions_in_words_and_a_recorded_case() -> None:
+    covered = set(FIRES) | {Verdict.LAYOUT_COPY}  # layout: test_layout_copy_on_a_recorded_row_made_non_dense
+    for rule in RULES:
+        assert rule.verdict in covered and rule.when and callable(rule.fires) and callable(rule.evidence)
+
+
+def test_gpu_idle_kind_quotes_the_copy_that_nothing_ran_under() -> None:
+    d = diagnosed("h200_gpu_bound")["pinned_nb/bs128/w12"]
+    finding = d.findings[0]
+    assert "issued after the previous step has finished" in finding.evidence
+    (change,) = finding.changes
+    assert change.sets == {"mode": "prefetch"}
+    assert change.gain_ms == pytest.approx(d.medians["wait"], rel=0.05)
+
+
+def test_host_blocked_kind_is_a_blocking_copy_not_a_gpu_idle_one() -> None:
+    d = diagnosed("h200_default")["pinned/bs64/w4"]
+    assert Verdict.GPU_IDLE not in verdicts(d)
+    assert "the host is blocked" in d.findings[0].evidence
+    assert {c.sets["mode"] for c in d.findings[0].changes} == {"pinned_nb", "prefetch"}
+
+
+def test_pin_bound_names_its_cause_and_the_loader_advice_is_withheld() -> None:
+    d = diagnosed("h200_pin_bound")["pinned_nb/bs96/w12"]
+    assert Verdict.LOADER_BOUND not in verdicts(d)  # more workers cannot help a pin-bound loop
+    ev = d.findings[0].evidence
+    assert "the copy itself" in ev and "GB/s on one core" in ev and "first to touch" in ev
+    assert d.findings[0].changes[0].sets == {"mode": "staged"}
+    # the loader wait comes in bursts: the median batch waits almost nothing, the mean is the pace
+    tl = read_timeline(DATA / "h200_pin_bound")
+    fetch = tl[~tl.warmup].fetch_ms
+    assert fetch.median() < 0.1 * fetch.mean() and d.medians["fetch"] == pytest.approx(fetch.mean())
+
+
+def test_headline_classes_on_recorded_loops() -> None:
+    assert diagnosed("h200_naive")["pageable/bs64/w0"].headline.bound == InputBound.HIGHLY
+    assert diagnosed("h200_pin_bound")["pinned_nb/bs96/w12"].headline.bound == InputBound.HIGHLY
+    bound = diagnosed("h200_gpu_bound")
+    assert bound["pinned_nb/bs128/w12"].headline.bound == InputBound.MODERATELY
+    for scen in ("prefetch/bs64/w12", "prefetch/bs128/w12", "pinned_nb/bs64/w12"):
+        h = bound[scen].headline
+        assert h.bound == InputBound.NOT and "GPU compute sets the pace" in h.text, (scen, h.text)
+        assert h.input_share < 0.05
+    assert diagnosed("h200_default")["pinned_nb/bs1024/w4"].headline.bound == InputBound.HIGHLY
+    better = diagnosed("h200_better")["pinned_nb/bs1024/w6"].headline
+    assert better.bound == InputBound.NOT and "CPU work sets the pace" in better.text
+
+
+def test_prefetch_brings_the_gpu_idle_transfer_to_zero_on_the_h200() -> None:
+    tl = read_timeline(DATA / "h200_gpu_bound")
+    med = tl[~tl.warmup].groupby("scenario")[["gpu_idle_ms", "wait_ms", "h2d_ms"]].median()
+    for bs in (64, 128):
+        before, after = med.loc[f"pinned_nb/bs{bs}/w12"], med.loc[f"prefetch/bs{bs}/w12"]
+        assert before.gpu_idle_ms >= 0.9 * before.h2d_ms
+        assert after.gpu_idle_ms <= 0.01 * before.gpu_idle_ms and after.wait_ms <= 0.01 * before.wait_ms
+
+
+@pytest.mark.parametrize("folder", RECORDED)
+def test_no_remedy_is_one_already_in_place(folder: str) -> None:
+    tl = read_timeline(DATA / folder)
+    for scen, d in diagnosed(folder).items():
+        cfg = tl[tl.scenario == scen].iloc[0]
+        now = {"mode": d.mode, "pin_memory": bool(cfg.pin_memory), "non_blocking": bool(cfg.non_blocking)}
+        for f in d.findings:
+            for c in f.changes:
+                assert not c.sets or any(now.get(k) != v for k, v in c.sets.items()), (scen, f.verdict, c.what)
+                assert f"(mode {d.mode})" not in c.what, (scen, c.what)
+
+
+def test_a_prefetch_loop_still_idle_is_told_to_send_fewer_bytes_not_to_prefetch() -> None:
+    tl = read_timeline(DATA / "h200_gpu_bound")
+    tl = tl[tl.scenario == "prefetch/bs128/w12"].copy()
+    tl["gpu_idle_ms"], tl["wait_ms"] = tl.h2d_ms, tl.h2d_ms  # as if the copy outlasted the step
+    d = diagnose(tl)[0]
+    idle = next(f for f in d.findings if f.verdict == Verdict.GPU_IDLE)
+    assert [c.sets for c in idle.changes] == [{}] and "send fewer bytes" in idle.changes[0].what
+
+
+def pin_case(**cols: float) -> Diagnosis:
+    tl = read_timeline(DATA / "h200_pin_bound")
+    for col, value in cols.items():
+        tl[col] = value
+    return diagnose(tl)[0]
+
+
+def test_pin_thread_waiting_for_the_gil_gets_the_gil_remedies() -> None:
+    d = pin_case(pin_cpu_ms=2.0)  # of a 17 ms pin: the thread ran 2 ms and waited the rest
+    f = d.findings[0]
+    assert f.verdict == Verdict.PIN_THREAD_BOUND and "waited" in f.evidence and "GIL" in f.evidence
+    whats = " | ".join(c.what for c in f.changes)
+    assert "prefetch_factor (now 2)" in whats and "fewer, larger batches" in whats
+    assert "send fewer bytes" not in whats
+
+
+def test_pin_thread_allocating_pinned_memory_gets_the_reserve_setting() -> None:
+    d = pin_case(pin_alloc_ms=8.0, pin_allocs=1)
+    f = d.findings[0]
+    assert "page-locked allocation" in f.evidence
+    (reserve,) = [c for c in f.changes if "pinned_reserve_segment_size_mb" in c.what]
+    # 12 workers x prefetch 2 + 2 batches of 55.1 MiB alive at once
+    assert "pinned_reserve_segment_size_mb:1434 " in reserve.what
+    assert reserve.gain_ms == pytest.approx(8.0)
+
+
+def test_layout_copy_on_a_recorded_row_made_non_dense() -> None:
+    tl = read_timeline(DATA / "h200_default")
+    tl = tl[tl.scenario == "pinned_nb/bs1024/w4"].copy()
+    tl["layout_ms"] = 0.05 * tl.batch_ms.mean()
+    d = diagnose(tl)[0]
+    (f,) = [f for f in d.findings if f.verdict == Verdict.LAYOUT_COPY]
+    assert "contiguous in the DataLoader workers" in f.changes[0].what
+
+
+def test_comparisons_on_a_cpu_run_are_called_noise() -> None:
+    lines = compare_modes(read_timeline(DATA / "cpu_default"))
+    assert len(lines) == 3
+    assert all("within the batch-to-batch noise" in x and "no measurable difference" in x for x in lines), lines
+
+
+def test_a_real_difference_on_the_h200_is_beyond_the_noise() -> None:
+    lines = compare_modes(read_timeline(DATA / "h200_gpu_bound"))
+    (bs128,) = [x for x in lines if x.startswith("prefetch/bs128/w12 vs pinned_nb/bs128/w12")]
+    assert "beyond the batch-to-batch noise" in bs128
+
+
+def test_a_constant_difference_with_no_spread_is_beyond_it() -> None:
+    tl = read_timeline(DATA / "cpu_default")
+    tl = tl[tl["mode"].isin(["pageable", "pinned_nb"])].copy()
+    tl.loc[tl["mode"] == "pageable", "batch_ms"] = 10.0
+    tl.loc[tl["mode"] == "pinned_nb", "batch_ms"] = 10.1
+    (line,) = compare_modes(tl)
+    assert "beyond the batch-to-batch noise (+/-0.000 ms)" in line
+
+
+def test_gpu_idle_is_the_copy_after_the_previous_compute_end() -> None:
+    h2d_s = np.array([0.0, 10.0, 20.0, 30.0])
+    h2d_e = h2d_s + 2.0
+    comp_e = np.array([5.0, 21.0, np.nan, 40.0])  # batch 2's copy runs under batch 1's compute to 21
+    got = gpu_idle(h2d_s, h2d_e, comp_e)
+    assert np.isnan(got[0]) and got[1] == 2.0 and got[2] == 1.0 and np.isnan(got[3])
+    assert gpu_idle(h2d_s, h2d_e, np.array([15.0, 40.0, 40.0, 40.0]))[1:].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_json_gives_the_headline(tmp_path: Path) -> None:
+    from profiler.render.json import diagnosis_json
+
+    out = diagnosis_json(list(diagnosed("h200_gpu_bound").values()))
+    heads = {d["scenario"]: d["headline"] for d in out}
+    assert heads["prefetch/bs64/w12"]["class"] == "not_input_bound"
+    assert 0 <= heads["prefetch/bs64/w12"]["input_share"] < 0.05
+    assert pd.notna(heads["pinned_nb/bs128/w12"]["input_share"])
