@@ -39,12 +39,9 @@ COUNTS = ("pin_faults", "pin_allocs")
 MEANS = ("fetch", "pin", "batch")
 
 
-def _med(g: pd.DataFrame, col: str) -> float:
-    return float(g[col].astype(float).median()) if col in g and g[col].notna().any() else float("nan")
-
-
-def _mean(g: pd.DataFrame, col: str) -> float:
-    return float(g[col].astype(float).mean()) if col in g and g[col].notna().any() else float("nan")
+def _stat(g: pd.DataFrame, col: str, how: str = "median") -> float:
+    """``how`` ("median" or "mean") of a column over the batches that measured it; NaN if none did."""
+    return float(g[col].astype(float).agg(how)) if col in g and g[col].notna().any() else float("nan")
 
 
 def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: int | None = None) -> list[Diagnosis]:
@@ -55,8 +52,8 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     """
     out = []
     for scen, g in tl[~tl.warmup].groupby("scenario", sort=False, dropna=False):
-        m = {c: (_mean if c in MEANS else _med)(g, f"{c}_ms") for c in TIMES}
-        m.update({c: _med(g, c) for c in COUNTS})
+        m = {c: _stat(g, f"{c}_ms", "mean" if c in MEANS else "median") for c in TIMES}
+        m.update({c: _stat(g, c) for c in COUNTS})
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)
         cfg = g.iloc[0]

@@ -22,8 +22,7 @@ PACE_SHARE = 0.5
 
 def _pace(c: Case) -> str:
     """What the batch time is made of when input is not what the loop waits for."""
-    comp = float(np.nan_to_num(c.m["compute"]))
-    cpu = float(np.nan_to_num(c.m["cpu_work"]))
+    comp, cpu = c.comp, c.cpu
     name = "GPU compute" if c.gpu else "compute (host clock, no GPU)"
     if max(comp, cpu) >= PACE_SHARE * c.batch:
         what, ms = (name, comp) if comp >= cpu else ("the user's CPU work", cpu)

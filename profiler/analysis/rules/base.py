@@ -21,6 +21,11 @@ def fmt(ms: float) -> str:
     return "n/a" if np.isnan(ms) else f"{ms:.3f} ms"
 
 
+def spent(m: dict[str, float], key: str) -> float:
+    """Milliseconds a phase took per batch, 0 when it was not measured (the loop has no such phase)."""
+    return float(np.nan_to_num(m[key]))
+
+
 def _flag(cfg: pd.Series, key: str) -> bool | None:
     value = cfg.get(key)
     return None if value is None or pd.isna(value) else bool(value)
@@ -43,7 +48,8 @@ class Case:
 
     def __post_init__(self) -> None:
         m, cfg = self.m, self.cfg
-        self.batch, self.fetch = m["batch"], float(np.nan_to_num(m["fetch"]))
+        self.batch, self.fetch = m["batch"], spent(m, "fetch")
+        self.cpu, self.comp, self.layout = spent(m, "cpu_work"), spent(m, "compute"), spent(m, "layout")
         self.gpu = not np.isnan(m["h2d"])
         self.mode = str(cfg["mode"])
         self.pin_memory = bool(_flag(cfg, "pin_memory"))
@@ -51,7 +57,7 @@ class Case:
         self.workers = _int(cfg, "num_workers")
         self.prefetch_factor = _int(cfg, "prefetch_factor")
         self.consumer = self.batch - self.fetch  # the loop's own time per batch, loader wait excluded
-        self.wait, self.h2d, self.rate = float(np.nan_to_num(m["wait"])), m["h2d"], m["pinned_GBps"]
+        self.wait, self.h2d, self.rate = spent(m, "wait"), m["h2d"], m["pinned_GBps"]
         rate = self.rate
         self.predicted = m["bytes"] / rate / 1e6 if rate and not np.isnan(rate) else float("nan")
         self.pageable = self.mode in ("pageable", "pageable_nb") or (
@@ -67,7 +73,7 @@ class Case:
         the part of its wait during which the GPU had none of the loop's work (``gpu_idle_ms``): a
         copy that runs under the previous step's compute delays nothing."""
         m = self.m
-        host = float(np.nan_to_num(m["stage"])) + float(np.nan_to_num(m["layout"]))
+        host = spent(m, "stage") + self.layout
         idle = m.get("gpu_idle", float("nan"))
         if not self.gpu:
             self.copy_exposed = 0.0

@@ -67,33 +67,25 @@ LOADER_BOUND = Rule(
 )
 
 
-def _cpu(c: Case) -> float:
-    return float(np.nan_to_num(c.m["cpu_work"]))
-
-
 CPU_WORK_BOUND = Rule(
     Verdict.CPU_WORK_BOUND,
     f"the user's CPU work takes at least {WORK_SHARE:.0%} of the batch",
-    lambda c: _cpu(c) >= WORK_SHARE * c.batch,
+    lambda c: c.cpu >= WORK_SHARE * c.batch,
     lambda c: (
-        f"CPU work takes {fmt(c.m['cpu_work'])} of each {fmt(c.batch)} batch ({share(_cpu(c), c)}); "
+        f"CPU work takes {fmt(c.m['cpu_work'])} of each {fmt(c.batch)} batch ({share(c.cpu, c)}); "
         "the input pipeline and the copy are not the bottleneck."
     ),
-    lambda c: [Change("make the CPU work cheaper, or move it to the DataLoader workers", _cpu(c))],
+    lambda c: [Change("make the CPU work cheaper, or move it to the DataLoader workers", c.cpu)],
 )
-
-
-def _comp(c: Case) -> float:
-    return float(np.nan_to_num(c.m["compute"]))
 
 
 COMPUTE_BOUND = Rule(
     Verdict.COMPUTE_BOUND,
     f"compute takes at least {WORK_SHARE:.0%} of the batch",
-    lambda c: _comp(c) >= WORK_SHARE * c.batch,
+    lambda c: c.comp >= WORK_SHARE * c.batch,
     # Without CUDA, compute() is timed by the host clock: it is the loop's own work, not the GPU's.
     lambda c: (
         f"{'GPU compute' if c.gpu else 'compute (host clock, no GPU)'} takes {fmt(c.m['compute'])} of each "
-        f"{fmt(c.batch)} batch ({share(_comp(c), c)}): the input pipeline does not set the pace."
+        f"{fmt(c.batch)} batch ({share(c.comp, c)}): the input pipeline does not set the pace."
     ),
 )

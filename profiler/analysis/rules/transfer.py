@@ -47,14 +47,10 @@ HIDDEN_STAGING = Rule(
 )
 
 
-def _layout(c: Case) -> float:
-    return float(np.nan_to_num(c.m["layout"]))
-
-
 LAYOUT_COPY = Rule(
     Verdict.LAYOUT_COPY,
     f"the main thread spends at least {TOO_SMALL_SHARE:.0%} of the batch making non-dense tensors contiguous",
-    lambda c: _layout(c) > 0 and _layout(c) >= TOO_SMALL_SHARE * c.batch,
+    lambda c: c.layout > 0 and c.layout >= TOO_SMALL_SHARE * c.batch,
     lambda c: (
         f"the main thread spends {fmt(c.m['layout'])} of each {fmt(c.batch)} batch making non-dense tensors "
         "(slices, expand(), strided views) contiguous before their copy; torch does the same inside .to(), where "
@@ -64,7 +60,7 @@ LAYOUT_COPY = Rule(
         Change(
             "make the tensors contiguous in the DataLoader workers (.contiguous() in __getitem__ or the "
             "collate_fn), so the main thread copies them as they are and pin_memory pins the dense tensor",
-            _layout(c),
+            c.layout,
         )
     ],
 )
@@ -84,7 +80,7 @@ NON_BLOCKING_PAGEABLE = Rule(
 
 def _under(c: Case) -> float:
     """The work a copy issued one step early can run under: the step's compute and CPU work."""
-    return float(np.nan_to_num(c.m["compute"])) + float(np.nan_to_num(c.m["cpu_work"]))
+    return c.comp + c.cpu
 
 
 def _prefetch(c: Case, exposed: float) -> Change:
@@ -118,11 +114,11 @@ HOST_BLOCKED = Rule(
                 Change(
                     "copy with non_blocking=True on a side stream and do the CPU work before using the batch "
                     "(mode pinned_nb)",
-                    min(c.wait, float(np.nan_to_num(c.m["cpu_work"]))),
+                    min(c.wait, c.cpu),
                     {"mode": "pinned_nb"},
                 )
             ]
-            if np.nan_to_num(c.m["cpu_work"]) > 0
+            if c.cpu > 0
             else []
         ),
         _prefetch(c, c.wait),
