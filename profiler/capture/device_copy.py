@@ -71,10 +71,18 @@ class DeviceCopier:
         self._copy_stream, self._gate, self._nvtx = copy_stream, gate, nvtx
 
     def copy(
-        self, batch: Any, tensors: list[torch.Tensor], kinds: list[MemoryKind], spec: ModeSpec, rec: dict[str, Any]
+        self,
+        batch: Any,
+        tensors: list[torch.Tensor],
+        kinds: list[MemoryKind],
+        spec: ModeSpec,
+        rec: dict[str, Any],
+        defer: bool = False,
     ) -> tuple[Any, MemoryKind]:
         """(``batch`` with its CPU tensors on the device, the memory kind its DMA reads); ``rec``
-        gets the call's host times, any layout copy and the copy's events."""
+        gets the call's host times, any layout copy and the copy's events. ``defer``: a side-stream
+        copy's end event goes to ``rec["_ready"]`` for the caller to wait on, instead of the compute
+        stream waiting on it now (the prefetch loop, ``profiler.capture.prefetch``)."""
         compute_stream = rec["_stream"] = current_stream(self._index)
         srcs = [t for t, k in zip(tensors, kinds) if k != "device"]
         src_kinds: list[MemoryKind] = [k for k in kinds if k != "device"]
@@ -103,8 +111,7 @@ class DeviceCopier:
             call_s = now_ms()
             held = gated and self._gate.hold(stream)  # type: ignore[union-attr]
             try:
-                # prefetch: the compute stream waits for this copy when the batch is consumed, not now
-                consumer = compute_stream if switch and not spec.prefetch else None
+                consumer = compute_stream if switch and not defer else None
                 self._issue(calls, rt, stream, start, end, consumer)
             finally:
                 if held:
@@ -119,8 +126,8 @@ class DeviceCopier:
         dma_kind = combined_kind(src_kinds) if src_kinds else "device"
         rec["copy_sync"] = rec["copy_sync"] or (not spec.non_blocking) or dma_kind != "pinned"
         rec.setdefault("_h2d", []).append((start, end, True))
-        if spec.prefetch and switch:
-            rec.setdefault("_ready", []).append(end)  # waited on by the prefetch loop (capture.prefetch)
+        if defer and switch:
+            rec.setdefault("_ready", []).append(end)
         return out, dma_kind
 
     def _destinations(

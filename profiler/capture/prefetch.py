@@ -18,10 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, wait
-from profiler.capture.hazards import HazardWatch
-from profiler.capture.pin_hook import PIN_HOOK, take_pin
-from profiler.capture.store import TEMPLATE
-from profiler.errors import UsageError
 
 if TYPE_CHECKING:
     from profiler.capture.profiler import TransferProfiler
@@ -30,36 +26,19 @@ Ahead = tuple[dict[str, Any], Any]  # (the batch's record, the batch on the devi
 
 
 def _fetch_and_copy(prof: TransferProfiler, it: Iterator[Any], n: int) -> Ahead | None:
-    """Batch ``n``: fetched, its pin taken from the hook, its copy issued; None at the loader's end."""
-    rec = dict(TEMPLATE)
-    rec["batch"], rec["warmup"] = n, n < prof.warmup
-    rec["fetch_s"] = now_ms()
-    prof.nvtx.push("fetch")
-    try:
-        batch = next(it)
-    except StopIteration:
+    """Batch ``n`` fetched and its copy issued, the compute stream's wait on it left to its step;
+    None at the loader's end."""
+    got = prof._fetch(it, n)
+    if got is None:
         return None
-    finally:
-        prof.nvtx.pop()
-        rec["fetch_e"] = now_ms()
-    pin = PIN_HOOK.pop(batch)
-    if pin is not None:
-        take_pin(rec, pin)
-    return rec, prof._copy_into(rec, batch)
+    rec, batch = got
+    return rec, prof._copy_into(rec, batch, defer=True)
 
 
 def prefetched(prof: TransferProfiler, loader: Iterable[Any], limit: int | None) -> Iterator[Any]:
     """``TransferProfiler.device_batches`` in mode ``prefetch`` (see the module docstring)."""
-    if limit is not None and limit < 0:
-        raise UsageError(f"limit={limit} must be >= 0 or None")
-    prof._begin(loader)
-    nvtx = prof.nvtx
-    watch = HazardWatch(lambda: prof._next_batch) if prof._hazards and prof.cuda else None
-    if watch is not None:
-        watch.__enter__()
-    PIN_HOOK.install(nvtx)
-    nvtx.push(f"loop {prof.scenario or prof.mode}")
-    try:
+    with prof._looping(loader, limit):
+        nvtx = prof.nvtx
         it = iter(loader)
         n = prof._next_batch
         ahead = _fetch_and_copy(prof, it, n) if limit != 0 else None
@@ -87,8 +66,3 @@ def prefetched(prof: TransferProfiler, loader: Iterable[Any], limit: int | None)
                     rec["batch_e"] = step_start = now_ms()
                     prof._commit(rec)
                     prof._cur = None
-    finally:
-        nvtx.pop()
-        PIN_HOOK.uninstall()
-        if watch is not None:
-            watch.__exit__(None, None, None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ import torch
 from profiler.capture import batch_tree, rows, saving
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.anchor import Anchor, take_anchor
-from profiler.capture.cuda.events import EventPool, current_stream, wait
+from profiler.capture.cuda.events import EventPool, current_stream
 from profiler.capture.cuda.gate import StreamGate, gate_wanted, make_gate
 from profiler.capture.device_copy import DeviceCopier
 from profiler.capture.devices import resolve_device
@@ -109,55 +110,73 @@ class TransferProfiler:
     # -- the loop -------------------------------------------------------------------------------
     def batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
         """Iterate ``loader``, timing each wait in ``next()``; at most ``limit`` batches."""
-        if limit is not None and limit < 0:
-            raise UsageError(f"limit={limit} must be >= 0 or None")
-        self._begin(loader)
-        nvtx = self.nvtx
-        named = nvtx.active  # no batch name to format when no tool listens
-        watch = HazardWatch(lambda: self._next_batch) if self._hazards and self.cuda else None
-        if watch is not None:
-            watch.__enter__()
-        PIN_HOOK.install(nvtx)
-        # One range around the loop names the scenario, so an nsys import can tell loops apart.
-        nvtx.push(f"loop {self.scenario or self.mode}")
-        try:
+        with self._looping(loader, limit):
+            nvtx = self.nvtx
+            named = nvtx.active  # no batch name to format when no tool listens
             it = iter(loader)
             count = 0
             while limit is None or count < limit:
                 if len(self._pending) >= 8:  # amortise: read finished events a few batches at a time
                     self._pending.resolve(self._anchor)
                 n = self._next_batch
-                rec = dict(TEMPLATE)
-                rec["batch"], rec["warmup"] = n, n < self.warmup
                 if named:
                     nvtx.push(f"batch {n}")
+                rec = None
                 try:
-                    rec["batch_s"] = rec["fetch_s"] = now_ms()
-                    nvtx.push("fetch")
-                    try:
-                        batch = next(it)
-                    except StopIteration:
+                    got = self._fetch(it, n)
+                    if got is None:
                         break
-                    finally:
-                        nvtx.pop()  # clock after the pop, as before the push: the NVTX range nests inside
-                        rec["fetch_e"] = now_ms()
-                    pin = PIN_HOOK.pop(batch)
-                    if pin is not None:
-                        take_pin(rec, pin)
+                    rec, batch = got
+                    rec["batch_s"] = rec["fetch_s"]
                     self._cur = rec
                     yield batch
                 finally:
                     nvtx.pop()
-                    if self._cur is rec:
+                    if rec is not None and self._cur is rec:
                         rec["batch_e"] = now_ms()
                         self._commit(rec)
                         self._cur = None
                 count += 1
+
+    @contextmanager
+    def _looping(self, loader: Iterable[Any], limit: int | None) -> Iterator[None]:
+        """What every loop over a loader does around its batches (``batches``, the prefetch loop): the
+        clock anchor and loader settings, the hazard watch, the pin hook, the NVTX range of the loop."""
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit={limit} must be >= 0 or None")
+        self._begin(loader)
+        watch = HazardWatch(lambda: self._next_batch) if self._hazards and self.cuda else None
+        if watch is not None:
+            watch.__enter__()
+        PIN_HOOK.install(self.nvtx)
+        # One range around the loop names the scenario, so an nsys import can tell loops apart.
+        self.nvtx.push(f"loop {self.scenario or self.mode}")
+        try:
+            yield
         finally:
-            nvtx.pop()
+            self.nvtx.pop()
             PIN_HOOK.uninstall()
             if watch is not None:
                 watch.__exit__(None, None, None)
+
+    def _fetch(self, it: Iterator[Any], n: int) -> tuple[dict[str, Any], Any] | None:
+        """Batch ``n``'s new record and the batch, its ``next()`` timed and its pin taken from the
+        hook; None at the loader's end."""
+        rec = dict(TEMPLATE)
+        rec["batch"], rec["warmup"] = n, n < self.warmup
+        rec["fetch_s"] = now_ms()
+        self.nvtx.push("fetch")
+        try:
+            batch = next(it)
+        except StopIteration:
+            return None
+        finally:
+            self.nvtx.pop()  # clock after the pop, as before the push: the NVTX range nests inside
+            rec["fetch_e"] = now_ms()
+        pin = PIN_HOOK.pop(batch)
+        if pin is not None:
+            take_pin(rec, pin)
+        return rec, batch
 
     def _begin(self, loader: Iterable[Any]) -> None:
         if self._origin is None:
@@ -184,23 +203,20 @@ class TransferProfiler:
         Called several times in one batch (``x = to_device(x); y = to_device(y)``), the copies add
         up: bytes, ``copies``, the layout and call times; ``h2d`` spans the first copy's start to the
         last one's end."""
-        rec = self._current("to_device")
-        out = self._copy_into(rec, batch)
-        for end in rec.pop("_ready", ()):  # mode prefetch outside device_batches: the wait comes now
-            wait(end, current_stream(self._index))
-        return out
+        return self._copy_into(self._current("to_device"), batch)
 
     def device_batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
         """``to_device`` of each batch of ``batches``; in mode ``prefetch`` batch n+1 is fetched and its
         copy issued before batch n is handed out, to run under step n's compute (``capture.prefetch``)."""
-        if self.mode == "prefetch":
+        if self.mode != "auto" and SPECS[self.mode].prefetch:
             yield from prefetched(self, loader, limit)
             return
         for batch in self.batches(loader, limit):
             yield self.to_device(batch)
 
-    def _copy_into(self, rec: dict[str, Any], batch: Any) -> Any:
-        """``to_device`` of ``batch`` into the batch record ``rec``."""
+    def _copy_into(self, rec: dict[str, Any], batch: Any, defer: bool = False) -> Any:
+        """``to_device`` of ``batch`` into the batch record ``rec``. ``defer`` (the prefetch loop): the
+        compute stream does not wait for the copy now; its end events go to ``rec["_ready"]``."""
         tensors = batch_tree.require_tensors(batch)
         rec["bytes"] = max(rec["bytes"], 0) + sum(batch_tree.tensor_bytes(t) for t in tensors)
         rec["copies"] += 1
@@ -225,7 +241,7 @@ class TransferProfiler:
                 f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
                 "DataLoader, or the copy is staged by the driver and blocks",
             )
-        out, kind = self._copier.copy(batch, tensors, kinds, spec, rec)
+        out, kind = self._copier.copy(batch, tensors, kinds, spec, rec, defer)
         return note_memory(rec, kind, out)
 
     def cpu_work(self) -> CpuWork:
