@@ -12,7 +12,8 @@ rules out id reuse.
 
 Besides the interval, each pin records what tells its causes apart (``PinRecord``): the thread's CPU
 time (wall time minus it is time the thread waited, for the GIL or a core), its minor page faults
-(the first read of the worker's shared memory faults every 4 KiB page in), and the pinned
+(the first read of the worker's shared memory faults its pages in, up to 64 KiB a fault with Linux's
+fault-around), and the pinned
 allocator's new blocks and time in cudaHostAlloc (``torch.cuda.host_memory_stats``).
 """
 

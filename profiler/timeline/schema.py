@@ -49,7 +49,8 @@ configuration
     prefetch_factor (Int64; empty with no workers)
 pin step counts (Int64; empty when the batch was not pinned while pinprof watched)
     pin_faults    minor page faults of the pinning thread during the pin step: the first touch of the
-                  worker's shared memory, which the pin copy is the first to read (4 KiB a fault)
+                  worker's shared memory, which the pin copy is the first to read (up to 64 KiB a
+                  fault: Linux maps file-backed pages around the faulting one)
     pin_allocs    blocks torch's pinned allocator created during the pin step (``num_host_alloc``)
 
 In mode ``prefetch`` a batch's fetch and copy run during the previous batch's step (that is the
