@@ -27,6 +27,7 @@ from profiler._version import __version__ as __version__
 
 _PUBLIC = {
     "TransferProfiler": "profiler.capture.profiler",
+    "PinprofCallback": "profiler.capture.lightning",
     "PinnedStager": "profiler.capture.staging",
     "to_device_staged": "profiler.capture.staging",
     "MODES": "profiler.modes",
@@ -40,6 +41,7 @@ _PUBLIC = {
 __all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:  # the names __getattr__ loads, for type checkers
+    from profiler.capture.lightning import PinprofCallback
     from profiler.capture.profiler import TransferProfiler
     from profiler.capture.staging import PinnedStager, to_device_staged
     from profiler.errors import BatchTypeError, PinprofError, PinprofHazardWarning, PinprofWarning

@@ -29,6 +29,11 @@ log="$OUT/gpu_check.log"
       run) timeout 180 python3 -m profiler run --out "$OUT/run-default" --force ;;
       quoted) timeout 120 python3 scripts/naive_benchmark.py --out "$OUT/naive" && timeout 120 python3 scripts/better_benchmark.py --out "$OUT/better" ;;
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
+      # pinprof profile on a real training step: the hooks' cost side by side, CUPTI per batch, and the
+      # report of the unmodified script (README, "Profile your own script").
+      profile) timeout 200 python3 scripts/bench_profile_overhead.py
+               timeout 150 python3 -m profiler profile --out "$OUT/profile-resnet" --skip 5 -- \
+                 python3 scripts/resnet_train.py --steps 45 ;;
       # The diagnosis cases recorded for tests/data: GPU-bound loops (20 ms of compute; 36.75 and 73.5
       # MiB batches) in pinned_nb and prefetch, and a loop bound by the pin thread (55 MiB batches, 1 ms
       # of compute). 7,000 images of 224x224 stay pregenerated (under 1 GiB): the workers only decode.

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, wait
+from profiler.capture.loop import fetch, looping
 
 if TYPE_CHECKING:
     from profiler.capture.profiler import TransferProfiler
@@ -28,7 +29,7 @@ Ahead = tuple[dict[str, Any], Any]  # (the batch's record, the batch on the devi
 def _fetch_and_copy(prof: TransferProfiler, it: Iterator[Any], n: int) -> Ahead | None:
     """Batch ``n`` fetched and its copy issued, the compute stream's wait on it left to its step;
     None at the loader's end."""
-    got = prof._fetch(it, n)
+    got = fetch(prof, it, n)
     if got is None:
         return None
     rec, batch = got
@@ -37,7 +38,7 @@ def _fetch_and_copy(prof: TransferProfiler, it: Iterator[Any], n: int) -> Ahead 
 
 def prefetched(prof: TransferProfiler, loader: Iterable[Any], limit: int | None) -> Iterator[Any]:
     """``TransferProfiler.device_batches`` in mode ``prefetch`` (see the module docstring)."""
-    with prof._looping(loader, limit):
+    with looping(prof, loader, limit):
         nvtx = prof.nvtx
         it = iter(loader)
         n = prof._next_batch

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,15 +30,15 @@ from profiler.capture.cuda.events import EventPool, current_stream
 from profiler.capture.cuda.gate import StreamGate, gate_wanted, make_gate
 from profiler.capture.device_copy import DeviceCopier
 from profiler.capture.devices import resolve_device
-from profiler.capture.hazards import HazardWatch, hazards_wanted
+from profiler.capture.hazards import hazards_wanted
 from profiler.capture.loader import cpu_only_notes, loader_config
+from profiler.capture.loop import fetch, looping
 from profiler.capture.nvtx import NvtxEmitter
 from profiler.capture.pending import PendingEvents
 from profiler.capture.phases import Compute, CpuWork
-from profiler.capture.pin_hook import PIN_HOOK, take_pin
 from profiler.capture.prefetch import prefetched
 from profiler.capture.staged_copy import StagedCopier
-from profiler.capture.store import TEMPLATE, Store, note_memory
+from profiler.capture.store import Store, note_memory
 from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, UsageError
 from profiler.modes import SPECS, Mode, parse_mode
 from profiler.report.claim import release
@@ -110,7 +109,7 @@ class TransferProfiler:
     # -- the loop -------------------------------------------------------------------------------
     def batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:
         """Iterate ``loader``, timing each wait in ``next()``; at most ``limit`` batches."""
-        with self._looping(loader, limit):
+        with looping(self, loader, limit):
             nvtx = self.nvtx
             named = nvtx.active  # no batch name to format when no tool listens
             it = iter(loader)
@@ -123,7 +122,7 @@ class TransferProfiler:
                     nvtx.push(f"batch {n}")
                 rec = None
                 try:
-                    got = self._fetch(it, n)
+                    got = fetch(self, it, n)
                     if got is None:
                         break
                     rec, batch = got
@@ -137,46 +136,6 @@ class TransferProfiler:
                         self._commit(rec)
                         self._cur = None
                 count += 1
-
-    @contextmanager
-    def _looping(self, loader: Iterable[Any], limit: int | None) -> Iterator[None]:
-        """What every loop over a loader does around its batches (``batches``, the prefetch loop): the
-        clock anchor and loader settings, the hazard watch, the pin hook, the NVTX range of the loop."""
-        if limit is not None and limit < 0:
-            raise UsageError(f"limit={limit} must be >= 0 or None")
-        self._begin(loader)
-        watch = HazardWatch(lambda: self._next_batch) if self._hazards and self.cuda else None
-        if watch is not None:
-            watch.__enter__()
-        PIN_HOOK.install(self.nvtx)
-        # One range around the loop names the scenario, so an nsys import can tell loops apart.
-        self.nvtx.push(f"loop {self.scenario or self.mode}")
-        try:
-            yield
-        finally:
-            self.nvtx.pop()
-            PIN_HOOK.uninstall()
-            if watch is not None:
-                watch.__exit__(None, None, None)
-
-    def _fetch(self, it: Iterator[Any], n: int) -> tuple[dict[str, Any], Any] | None:
-        """Batch ``n``'s new record and the batch, its ``next()`` timed and its pin taken from the
-        hook; None at the loader's end."""
-        rec = dict(TEMPLATE)
-        rec["batch"], rec["warmup"] = n, n < self.warmup
-        rec["fetch_s"] = now_ms()
-        self.nvtx.push("fetch")
-        try:
-            batch = next(it)
-        except StopIteration:
-            return None
-        finally:
-            self.nvtx.pop()  # clock after the pop, as before the push: the NVTX range nests inside
-            rec["fetch_e"] = now_ms()
-        pin = PIN_HOOK.pop(batch)
-        if pin is not None:
-            take_pin(rec, pin)
-        return rec, batch
 
     def _begin(self, loader: Iterable[Any]) -> None:
         if self._origin is None:

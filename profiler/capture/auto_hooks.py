@@ -1,0 +1,208 @@
+"""The hooks of an automatic profile (``pinprof profile``): patched onto torch while a session runs.
+
+``start(session)`` replaces ``_BaseDataLoaderIter.__next__`` (every DataLoader iterator, single- or
+multi-process) and ``Tensor.to`` / ``Tensor.cuda`` / ``Tensor.copy_`` / ``Tensor.pin_memory``;
+``stop()`` puts the originals back. Outside a session nothing is patched, so nothing is paid.
+
+While patched, a call pays one global read and a test or two before the original runs, unless it is
+one pinprof records: a loader's ``next()`` on the main thread, or a CPU-to-CUDA copy (or a pin) of the
+main thread while a batch is current. Those go through ``AutoSession`` (``profiler.capture.auto_session``).
+
+A failure inside pinprof never breaks the program: the user's call still runs exactly once, the
+error is printed once, the hooks are removed and profiling stops (what was recorded is kept).
+Errors of the user's own calls pass through untouched.
+
+A tensor subclass's ``__torch_function__`` gets the patched method as ``func``: the lazy modules'
+``UninitializedParameter`` accepts only the methods on its allow-list (``.to``, ``.cuda``, ``.copy_``
+among them), so the wrappers join that list while they are installed.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.nn import parameter as _parameter
+from torch.utils.data import dataloader as _dataloader
+
+from profiler.capture.auto_session import AutoSession
+
+_Iter = _dataloader._BaseDataLoaderIter
+_LAZY = _parameter.UninitializedTensorMixin  # type: ignore[attr-defined]  # not in torch's stubs
+_ORIGINAL: dict[str, Any] = {}
+_session: AutoSession | None = None
+failure: str | None = None  # the internal error that stopped the last session, if one did
+
+
+def start(session: AutoSession) -> None:
+    """Patch torch so that ``session`` sees every batch and copy (see the module docstring)."""
+    global _session, failure
+    if _ORIGINAL:
+        raise RuntimeError("an automatic profile is already running in this process")
+    _ORIGINAL.update(
+        next=_Iter.__next__,
+        to=torch.Tensor.to,
+        cuda=torch.Tensor.cuda,
+        copy_=torch.Tensor.copy_,
+        pin_memory=torch.Tensor.pin_memory,
+    )
+    _session, failure = session, None
+    _Iter.__next__ = _next  # type: ignore[method-assign,assignment]
+    torch.Tensor.to = _to  # type: ignore[method-assign,assignment]
+    torch.Tensor.cuda = _cuda  # type: ignore[method-assign,assignment]
+    torch.Tensor.copy_ = _copy_  # type: ignore[method-assign,assignment]
+    torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
+    _LAZY._allowed_methods.extend(WRAPPERS)
+
+
+def stop() -> AutoSession | None:
+    """Put torch back as it was; returns the session that ran (None if none did)."""
+    global _session
+    _restore()
+    session, _session = _session, None
+    return session
+
+
+def _restore() -> None:
+    """The originals back in place, the wrappers off the allow-list."""
+    for name, original in _ORIGINAL.items():
+        if name == "next":
+            _Iter.__next__ = original  # type: ignore[method-assign]
+        else:
+            setattr(torch.Tensor, name, original)
+    _ORIGINAL.clear()
+    allowed = _LAZY._allowed_methods
+    allowed[:] = [m for m in allowed if m not in WRAPPERS]
+
+
+def _fail(err: BaseException) -> None:
+    """pinprof's own error: said once, then the hooks go and the program runs on unprofiled."""
+    global _session, failure
+    if _session is None:
+        return
+    failure = f"{type(err).__name__}: {err}"
+    print(
+        f"pinprof: profiling stopped after an internal error ({failure}); your program goes on, "
+        "and the batches recorded so far are kept",
+        file=sys.stderr,
+    )
+    _session.cur = None  # the batch being recorded may be half written: not kept
+    _restore()
+    _session = None
+
+
+def _guarded(step: Callable[..., Any], *args: Any) -> None:
+    try:
+        step(*args)
+    except Exception as err:
+        _fail(err)
+
+
+def _next(it: Any) -> Any:
+    s, original = _session, _ORIGINAL.get("next") or _Iter.__next__
+    if s is None or threading.get_ident() != s.main:
+        return original(it)
+    try:
+        began = s.begin(it)
+    except Exception as err:
+        _fail(err)
+        return original(it)
+    if began is None:
+        return original(it)
+    try:
+        batch = original(it)
+    except BaseException:
+        _guarded(s.abandon, *began)
+        raise
+    _guarded(s.arrived, *began, batch)
+    return batch
+
+
+def _timed_copy(s: AutoSession, src: torch.Tensor, non_blocking: bool, call: Callable[[], Any]) -> Any:
+    try:
+        began = s.copy_begin()
+    except Exception as err:
+        _fail(err)
+        return call()
+    out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
+    _guarded(s.copy_end, began, src, non_blocking)
+    return out
+
+
+def _taken_over(s: AutoSession, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:
+    try:
+        return s.takes_over(src, device, dtype, extra)
+    except Exception as err:
+        _fail(err)
+        return False
+
+
+def _copy_pinned(s: AutoSession, src: torch.Tensor, call: Callable[[], Any]) -> Any:
+    """pinprof's own copy of ``src`` (``AutoSession.copy_pinned``); if pinprof fails on the way, the
+    user's call runs instead, once."""
+    try:
+        return s.copy_pinned(src)
+    except Exception as err:
+        _fail(err)
+        return call()
+
+
+def _recorded(s: AutoSession | None) -> bool:
+    return s is not None and s.cur is not None and threading.get_ident() == s.main
+
+
+def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    s, original = _session, _ORIGINAL.get("to") or torch.Tensor.to
+    if not (self.is_cpu and _recorded(s)):
+        return original(self, *args, **kwargs)
+    try:
+        device, _dtype, non_blocking, _fmt = torch._C._nn._parse_to(*args, **kwargs)
+    except Exception:  # arguments .to() itself refuses: let it say so
+        return original(self, *args, **kwargs)
+    if device is None or device.type != s.device.type:  # type: ignore[union-attr]
+        return original(self, *args, **kwargs)
+    extra = bool(_fmt is not None and _fmt != torch.preserve_format) or bool(kwargs.get("copy"))
+    if non_blocking and _taken_over(s, self, device, _dtype, extra):  # type: ignore[arg-type]
+        return _copy_pinned(s, self, lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
+    return _timed_copy(s, self, bool(non_blocking), lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
+
+
+def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    s, original = _session, _ORIGINAL.get("cuda") or torch.Tensor.cuda
+    if not (self.is_cpu and _recorded(s) and s.cuda):  # type: ignore[union-attr]
+        return original(self, *args, **kwargs)
+    non_blocking = kwargs.get("non_blocking", args[1] if len(args) > 1 else False)
+    device = kwargs.get("device", args[0] if args else None)
+    device = (
+        None if device is None else torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    )
+    extra = "memory_format" in kwargs or len(args) > 2
+    if non_blocking and _taken_over(s, self, device, None, extra):  # type: ignore[arg-type]
+        return _copy_pinned(s, self, lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
+    return _timed_copy(s, self, bool(non_blocking), lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
+
+
+def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
+    s, original = _session, _ORIGINAL.get("copy_") or torch.Tensor.copy_
+    if not (self.is_cuda and isinstance(src, torch.Tensor) and src.is_cpu and _recorded(s)):  # CUDA only
+        return original(self, src, *args, **kwargs)
+    non_blocking = kwargs.get("non_blocking", args[0] if args else False)
+    return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs))  # type: ignore[arg-type]
+
+
+def _pin_memory(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    s, original = _session, _ORIGINAL.get("pin_memory") or torch.Tensor.pin_memory
+    if not _recorded(s):
+        return original(self, *args, **kwargs)
+    from profiler.capture.clock import now_ms
+
+    start = now_ms()
+    out = original(self, *args, **kwargs)
+    _guarded(s.pin_end, start)  # type: ignore[union-attr]
+    return out
+
+
+WRAPPERS = (_to, _cuda, _copy_, _pin_memory)

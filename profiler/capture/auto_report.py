@@ -1,0 +1,72 @@
+"""The report folder of an automatic profile (``pinprof profile``, the Lightning callback).
+
+Written with signals held (``profiler.report.signals``), into ``<out>/`` or, under torchrun,
+``<out>/rank<k>/``; rank 0 then waits for the other ranks' meta.json (each rank writes it last) and
+merges them into ``<out>/`` on one clock (``profiler.report.merge``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from profiler.capture import auto_hooks
+from profiler.capture.auto_session import AutoSession
+from profiler.capture.devices import rank_info
+from profiler.capture.environment import describe
+from profiler.capture.saving import report_folder
+from profiler.report import files, meta
+from profiler.report.folder import write_report
+from profiler.report.signals import write_held
+
+# How long rank 0 waits for the other ranks' reports before it merges (they end within seconds of
+# each other; a rank that died leaves no report, and the merge goes on with those there are).
+MERGE_WAIT_S = 120.0
+
+
+def write_session_report(
+    session: AutoSession,
+    out: Path,
+    argv: list[str],
+    *,
+    interrupted_by: str | None = None,
+    error: str | None = None,
+    exit_status: int | None = None,
+    plots: bool = True,
+    echo: Callable[[str], None] = print,
+) -> Path:
+    """Close ``session`` and write its report; returns the folder this process wrote."""
+    tl = session.close()
+    ranks = rank_info()
+    folder = report_folder(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    info: dict[str, Any] = meta.collect(
+        describe(session.device),
+        argv=argv,
+        partial=interrupted_by is not None,
+        interrupted_by=interrupted_by,
+        error=error,
+        exit_status=exit_status,
+        profiler_error=auto_hooks.failure,
+        origin_monotonic_ms=session.origin,
+        **ranks,
+    )
+    write_held(lambda: write_report(folder, tl, info, {}, echo, plots), replay=False)
+    if ranks["world_size"] > 1 and ranks["rank"] == 0:
+        _merge(out, ranks["world_size"], echo)
+    return folder
+
+
+def _merge(out: Path, world: int, echo: Callable[[str], None]) -> None:
+    """Rank 0: once every rank's meta.json is there (written last), merge them into ``out``."""
+    from profiler.report.merge import write_merged
+
+    deadline = time.monotonic() + MERGE_WAIT_S
+    while time.monotonic() < deadline:
+        if all((out / f"rank{k}" / files.META).is_file() for k in range(world)):
+            break
+        time.sleep(0.2)
+    write_merged(out)
+    echo(f"pinprof: {world} ranks merged into {out}/")

@@ -1,0 +1,43 @@
+"""``pinprof profile [--out DIR] [--batches N] [--skip N] -- python train.py ARGS``: profile a program as it is."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from profiler.cli.args import Subparsers, nonneg_int, positive_int
+
+
+def add(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="run an unmodified training script with the recorder attached, then write the report",
+        description="pinprof profile [options] -- [python] train.py ARGS (or -m module ARGS): every "
+        "DataLoader batch and host-to-device copy of the main thread is recorded, no code change; the "
+        "report folder is written when the script ends, raises, or is stopped.",
+    )
+    p.add_argument("--out", type=Path, default=None, help="report folder (default reports/profile-<script>-<time>)")
+    p.add_argument(
+        "--batches", type=positive_int("--batches"), default=None, help="record at most N batches per loader"
+    )
+    p.add_argument("--skip", type=nonneg_int("--skip"), default=0, help="flag each loader's first N batches warm-up")
+    p.add_argument("--device", default=None, help="the device the copies go to (default: cuda if available)")
+    p.add_argument("--no-nvtx", action="store_true")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program, as you would run it")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from profiler.bench.script import profile
+
+    return profile(
+        args.command,
+        args.out,
+        skip=args.skip,
+        batches=args.batches,
+        device=args.device,
+        nvtx=not args.no_nvtx,
+        plots=not args.no_plots,
+    )

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""A real training step: torchvision's resnet50, bf16 autocast, SGD, pinned non_blocking copies and a
+``loss.item()`` per step, fed by a 12-worker DataLoader. Nothing of pinprof in it: it is what
+``pinprof profile`` is measured on (``scripts/bench_profile_overhead.py``, README).
+
+The images are 64 random float32 tensors made once (never zeros) and served in turn as an epoch of
+``--images`` samples, so the workers only collate, the step (not decoding) sets the pace, and no
+epoch ends within a benchmark (an epoch's first batches wait for the workers to start over).
+
+    python scripts/resnet_train.py [--steps 60] [--batch-size 256] [--workers 12] [--images 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torchvision
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+STORED = 64
+
+
+class Images(Dataset[tuple[torch.Tensor, int]]):
+    """``size`` samples of 64 stored random 3x224x224 images, in turn, with fixed random labels."""
+
+    def __init__(self, size: int) -> None:
+        gen = torch.Generator().manual_seed(0)
+        self.size = size
+        self.images = torch.rand(STORED, 3, 224, 224, generator=gen)
+        self.labels = torch.randint(0, 1000, (size,), generator=gen).tolist()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return self.images[i % STORED], self.labels[i]
+
+
+def build(batch_size: int, workers: int, images: int) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader[Any]]:
+    data = Images(images)
+    loader = DataLoader(
+        data,
+        batch_size=batch_size,
+        num_workers=workers,
+        pin_memory=True,
+        drop_last=True,
+        persistent_workers=workers > 0,
+    )
+    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    return model, opt, loader
+
+
+def batches(loader: DataLoader[Any]) -> Iterator[Any]:
+    """The loader's batches, epoch after epoch."""
+    while True:
+        yield from loader
+
+
+def step(model: nn.Module, opt: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor) -> float:
+    images = images.cuda(non_blocking=True).to(memory_format=torch.channels_last)
+    labels = labels.cuda(non_blocking=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = nn.functional.cross_entropy(model(images), labels)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return float(loss.item())  # the loss logged each step: one sync per step, as training loops have
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--workers", type=int, default=12)
+    p.add_argument("--images", type=int, default=100_000)
+    args = p.parse_args()
+    model, opt, loader = build(args.batch_size, args.workers, args.images)
+    it = batches(loader)
+    for _ in range(args.steps):
+        images, labels = next(it)
+        loss = step(model, opt, images, labels)
+    print(f"{args.steps} steps, last loss {loss:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""The automatic hooks of ``pinprof profile`` on a real GPU: each batch's copies, timed around the
+user's own ``.cuda()`` / ``.to()`` calls, against CUPTI (torch.profiler). Run: pytest -m gpu."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from profiler.bench import cupti
+from profiler.capture import auto_hooks
+from profiler.capture.auto_session import AutoSession
+
+pytestmark = pytest.mark.gpu
+
+
+def test_auto_copies_agree_with_cupti_batch_by_batch() -> None:
+    n, bs = 16, 64
+    gen = torch.Generator().manual_seed(3)
+    data = TensorDataset(torch.rand(n * bs, 3, 224, 224, generator=gen), torch.randint(0, 10, (n * bs,), generator=gen))
+    loader = DataLoader(data, batch_size=bs, num_workers=2, pin_memory=True)
+    w = torch.randn(3 * 224 * 224, 10, device="cuda")
+    session = AutoSession("cuda", nvtx=False)
+
+    def loop() -> None:
+        auto_hooks.start(session)
+        try:
+            for x, y in loader:  # an unmodified loop: pinprof sees it only through the hooks
+                x, y = x.cuda(non_blocking=True), y.to("cuda", non_blocking=True)
+                loss = torch.nn.functional.cross_entropy(x.flatten(1) @ w, y)
+                loss.item()
+        finally:
+            auto_hooks.stop()
+
+    trace = cupti.capture(loop, host_ops=False)
+    tl = session.close()
+    h2d = trace[(trace.kind == "memcpy") & trace.name.str.contains("HtoD")]
+    assert len(tl) == n and (tl.copies == 2).all() and len(h2d) == 2 * n
+    assert (tl.bytes == bs * (3 * 224 * 224 * 4 + 8)).all() and set(tl.src_memory) == {"pinned"}
+    assert set(tl["mode"]) == {"pinned_nb"} and tl.compute_ms.notna().all()
+    cupti_ms = h2d.dur_us.to_numpy().reshape(n, 2).sum(axis=1) / 1e3
+    ours = tl.h2d_gpu_ms.to_numpy()
+    rel = np.abs(ours - cupti_ms) / cupti_ms
+    print(
+        f"auto hooks: h2d_gpu_ms median {np.median(ours):.4f} ms, CUPTI memcpy sum {np.median(cupti_ms):.4f} ms, "
+        f"|rel| median {np.median(rel):.4f}, max {rel.max():.4f}"
+    )
+    assert np.median(rel) < 0.05
