@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import sigint_as_at_a_terminal
 
 from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
@@ -223,3 +224,31 @@ def test_a_lazy_module_moves_while_the_hooks_are_on() -> None:
         auto_hooks.stop()
         session.close()
     assert out.shape == (2, 3)
+
+
+@pytest.mark.parametrize(("sig", "code", "why"), [("SIGTERM", 143, "SIGTERM"), ("SIGINT", 130, "KeyboardInterrupt")])
+def test_a_stopped_script_leaves_a_partial_report(tmp_path: Path, sig: str, code: int, why: str) -> None:
+    import signal
+
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", "python"]
+    proc = subprocess.Popen(
+        [*cmd, str(SCRIPTS / "endless.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE.parent,
+        preexec_fn=sigint_as_at_a_terminal,
+    )
+    assert proc.stdout is not None
+    steps = 0
+    while steps < 20:  # batches really iterated before the signal
+        assert proc.stdout.readline().startswith("step")
+        steps += 1
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err[-2000:]
+    tl = read_timeline(out)
+    assert len(tl) >= 20 and (tl.bytes == 8 * IMAGE).all()
+    info = meta_of(out)
+    assert info["partial"] is True and info["interrupted_by"] == why
