@@ -252,3 +252,24 @@ def test_a_stopped_script_leaves_a_partial_report(tmp_path: Path, sig: str, code
     assert len(tl) >= 20 and (tl.bytes == 8 * IMAGE).all()
     info = meta_of(out)
     assert info["partial"] is True and info["interrupted_by"] == why
+
+
+def test_a_killed_script_leaves_the_batches_flushed_before(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", "python"]
+    env = {**os.environ, "PINPROF_FLUSH_S": "0.2"}
+    proc = subprocess.Popen(
+        [*cmd, str(SCRIPTS / "endless.py")], stdout=subprocess.PIPE, text=True, cwd=HERE.parent, env=env
+    )
+    assert proc.stdout is not None
+    for _ in range(60):  # 60 batches of about 10 ms: three flushes or more
+        assert proc.stdout.readline().startswith("step")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    tl = read_timeline(out)
+    assert len(tl) >= 20 and (tl.bytes == 8 * IMAGE).all() and list(tl.batch) == list(range(len(tl)))
+    info = meta_of(out)
+    assert info["partial"] is True and info["status"] == "running"

@@ -19,13 +19,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from profiler import settings
 from profiler.capture import auto_hooks
 from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.devices import rank_info
-from profiler.capture.saving import claim_out
+from profiler.capture.saving import claim_out, report_folder
 from profiler.errors import UsageError
+from profiler.report import files, meta
 from profiler.report.claim import release
+from profiler.report.journal import Journal
 from profiler.report.signals import Terminated, install_sigterm, restore_sigterm
 
 
@@ -125,7 +128,20 @@ def profile(
     out = out or default_out(target)
     lock = claim_out(out)  # refused now, before the program runs, if out already holds a report
     try:
-        session = AutoSession(device, skip=skip, limit=batches, nvtx=nvtx, run=out.name)
+        folder = report_folder(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        # partial until the end rewrites it: a program killed (SIGKILL, OOM) leaves a report that says so
+        started = meta.collect({}, ["pinprof", "profile", "--", *target.argv], **ranks)
+        files.write_json({**started, "partial": True, "status": "running"}, folder / files.META)
+        session = AutoSession(
+            device,
+            skip=skip,
+            limit=batches,
+            nvtx=nvtx,
+            run=out.name,
+            journal=Journal(folder / files.TIMELINE),
+            flush_ms=settings.current().flush_s * 1000.0,
+        )
         code, why, error = run_profiled(target, session)
         write_session_report(
             session,

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from profiler.capture import rows
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
@@ -35,6 +36,7 @@ from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.profiler import TransferProfiler
 from profiler.capture.store import note_memory
 from profiler.modes import Mode
+from profiler.report.journal import Journal
 from profiler.timeline.schema import concat
 
 
@@ -67,6 +69,8 @@ class AutoSession:
         limit: int | None = None,
         nvtx: bool = True,
         run: str = "profile",
+        journal: Journal | None = None,
+        flush_ms: float = 2000.0,
     ) -> None:
         self.device = resolve_device(device)
         self.cuda = self.device.type == "cuda"
@@ -77,6 +81,13 @@ class AutoSession:
         self._keep: list[Any] = []  # the datasets keyed by id: kept alive, so no id is reused
         self.cur: tuple[TransferProfiler, dict[str, Any]] | None = None
         self.batches = 0
+        # Completed batches go to the journal every flush_ms (as pinprof run's do): a kill -9 of the
+        # program leaves them on disk.
+        self.journal, self._every = journal, flush_ms
+        self._due = now_ms() + flush_ms
+        self._flushed: dict[int, int] = {}
+        if journal is not None:
+            journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
 
     # -- batch boundaries ---------------------------------------------------------------------------
@@ -155,6 +166,15 @@ class AutoSession:
         self.batches += 1
         if len(prof._pending) >= 8:  # amortise: read finished events a few batches at a time
             prof._pending.resolve(prof._anchor)
+        if self.journal is not None and rec["batch_e"] >= self._due:
+            self.flush()
+
+    def flush(self) -> None:
+        """Append every loader's batches completed since the last flush to the journal."""
+        for key, prof in self.profs.items():
+            frame, self._flushed[key] = rows.completed(prof, self._flushed.get(key, 0))
+            self.journal.append(frame)  # type: ignore[union-attr]
+        self._due = now_ms() + self._every
 
     # -- copies ---------------------------------------------------------------------------------
     def takes_over(self, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:
