@@ -132,22 +132,26 @@ def _timed_copy(s: AutoSession, src: torch.Tensor, non_blocking: bool, call: Cal
     return out
 
 
-def _taken_over(s: AutoSession, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:
+def _copy(
+    s: AutoSession,
+    src: torch.Tensor,
+    device: torch.device | None,
+    dtype: Any,
+    extra: bool,
+    non_blocking: bool,
+    call: Callable[[], Any],
+) -> Any:
+    """A ``.to()``/``.cuda()`` of ``src`` in a batch: pinprof's own copy when it can make it
+    (``AutoSession.copy_pinned``), else the user's ``call`` timed around; if pinprof fails on the
+    way, the user's call runs instead, once."""
     try:
-        return s.takes_over(src, device, dtype, extra)
-    except Exception as err:
-        _fail(err)
-        return False
-
-
-def _copy_pinned(s: AutoSession, src: torch.Tensor, call: Callable[[], Any]) -> Any:
-    """pinprof's own copy of ``src`` (``AutoSession.copy_pinned``); if pinprof fails on the way, the
-    user's call runs instead, once."""
-    try:
-        return s.copy_pinned(src)
+        own = non_blocking and s.takes_over(src, device, dtype, extra)
+        if own:
+            return s.copy_pinned(src)
     except Exception as err:
         _fail(err)
         return call()
+    return _timed_copy(s, src, non_blocking, call)
 
 
 def _recorded(s: AutoSession | None) -> bool:
@@ -165,9 +169,7 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     if device is None or device.type != s.device.type:  # type: ignore[union-attr]
         return original(self, *args, **kwargs)
     extra = bool(_fmt is not None and _fmt != torch.preserve_format) or bool(kwargs.get("copy"))
-    if non_blocking and _taken_over(s, self, device, _dtype, extra):  # type: ignore[arg-type]
-        return _copy_pinned(s, self, lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
-    return _timed_copy(s, self, bool(non_blocking), lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
+    return _copy(s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
 
 
 def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -180,9 +182,7 @@ def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         None if device is None else torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
     )
     extra = "memory_format" in kwargs or len(args) > 2
-    if non_blocking and _taken_over(s, self, device, None, extra):  # type: ignore[arg-type]
-        return _copy_pinned(s, self, lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
-    return _timed_copy(s, self, bool(non_blocking), lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
+    return _copy(s, self, device, None, extra, bool(non_blocking), lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
 
 
 def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:

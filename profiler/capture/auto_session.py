@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from profiler.capture import rows
+from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
@@ -229,7 +230,7 @@ class AutoSession:
             record(end, stream)
         prof.nvtx.pop()
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
-        rec["bytes"] = max(rec["bytes"], 0) + src.numel() * src.element_size()
+        rec["bytes"] = max(rec["bytes"], 0) + tensor_bytes(src)
         rec["copies"] += 1
         account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
         rec["copy_sync"] = rec["copy_sync"] or not (pinned and non_blocking)
