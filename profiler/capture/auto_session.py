@@ -108,8 +108,7 @@ class AutoSession:
                 scenario=name,
                 warmup=self.skip,
                 origin_ms=self.origin,
-                config=cfg,
-                gate=False,  # the user's own copies: nothing to hold back
+                config=cfg,  # the stream gate stays on: pinprof's own pinned copies go behind it (copy_pinned)
             )
             prof._begin(())
             self.profs[id(dataset)] = prof
