@@ -99,6 +99,30 @@ def test_recorded_nsys_capture_agrees_with_pinprof_per_batch() -> None:
     assert (joined.h2d_call_ms > 0).all()
 
 
+def test_capture_of_pinprof_profile_compares_only_the_batches_it_holds() -> None:
+    """An H200 capture of ``pinprof nsys -- pinprof profile -- python scripts/resnet_train.py``, where
+    Nsight Systems 2023.4 kept no CUDA records for batches 1-8 and lost the NVTX edges between
+    batches 9 and 10: those batches are left out of the comparison (and said so), the rest agree."""
+    from profiler.nsys.compare import compare
+    from profiler.nsys.importer import import_sqlite
+    from profiler.render.compare import compare_lines
+
+    table = import_sqlite(DATA / "h200_profile_nsys" / "report.sqlite")
+    ours = read_timeline(DATA / "h200_profile_nsys")
+    assert set(table.scenario) == set(ours.scenario) == {"Images/bs256/w12"}  # one loop range per batch
+    assert set(ours.batch) - set(table.batch) == {10}  # its range edges are not in the capture
+    joined = compare(ours, table)
+    assert sorted(joined.batch[~joined.matched]) == list(range(1, 10))
+    kept = joined[joined.matched]
+    assert len(kept) == 20 and (kept.rel_diff.abs() < 0.05).all()
+    (line,) = compare_lines(joined)
+    assert line.startswith("Images/bs256/w12 [pinned]: 20 batches")
+    assert line.endswith(
+        "left out: 8 without CUPTI memcpy records, 1 whose NVTX range in the capture does not "
+        "last the batch's time (lost range edges)"
+    )
+
+
 def test_merged_ranks_get_a_panel_each(tl: pd.DataFrame, tmp_path: Path) -> None:
     from profiler.render.lanes import with_labels
 
