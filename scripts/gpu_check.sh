@@ -34,6 +34,10 @@ log="$OUT/gpu_check.log"
       profile) timeout 200 python3 scripts/bench_profile_overhead.py
                timeout 150 python3 -m profiler profile --out "$OUT/profile-resnet" --skip 5 -- \
                  python3 scripts/resnet_train.py --steps 45 ;;
+      # The same unmodified script under Nsight Systems and pinprof profile together: the hooks' NVTX
+      # ranges and CUPTI's memcpy records of each batch (import the .qdstrm on the development machine).
+      profile-nsys) timeout 200 python3 -m profiler nsys --out "$OUT/profile-nsys" -- python3 -m profiler profile \
+                      --out "$OUT/profile-nsys/profile" --skip 5 --no-plots -- python3 scripts/resnet_train.py --steps 30 ;;
       # The diagnosis cases recorded for tests/data: GPU-bound loops (20 ms of compute; 36.75 and 73.5
       # MiB batches) in pinned_nb and prefetch, and a loop bound by the pin thread (55 MiB batches, 1 ms
       # of compute). 7,000 images of 224x224 stay pregenerated (under 1 GiB): the workers only decode.

@@ -131,3 +131,30 @@ def test_pinprof_nsys_shows_the_programs_output_and_returns_its_exit_code(tmp_pa
     assert "hello from the profiled program" in res.stdout  # was hidden in nsys.log only
     assert "the program exited with 3" in res.stdout
     assert "hello from the profiled program" in (out / "nsys.log").read_text()
+
+
+@pytest.mark.nsys
+def test_an_unmodified_script_under_nsys_and_pinprof_profile_gives_the_same_batches(tmp_path: Path) -> None:
+    """``pinprof nsys -- pinprof profile -- python train.py``: the hooks' NVTX ranges come back from the
+    capture as the profile's own rows, loader by loader (two loaders, one interleaved range each)."""
+    nsys_or_skip()
+    out = tmp_path / "nsys"
+    profile = [sys.executable, "-m", "profiler", "profile", "--out", str(out / "profile"), "--no-plots", "--"]
+    script = [sys.executable, str(HERE / "scripts" / "two_loaders.py"), "--train", "40", "--val", "24"]
+    res = subprocess.run(
+        [sys.executable, "-m", "profiler", "nsys", "--out", str(out), "--", *profile, *script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr + res.stdout
+    ours = pd.read_csv(out / "profile" / "timeline.csv")
+    theirs = pd.read_csv(out / "nsys_timeline.csv")
+    key = ["scenario", "batch"]
+    assert sorted(map(tuple, theirs[key].to_numpy())) == sorted(map(tuple, ours[key].to_numpy()))
+    assert set(ours.scenario) == {"Pairs/bs8/w1", "Held/bs16/w0"} and len(ours) == 5 + 2
+    both = ours.merge(theirs, on=key, suffixes=("", "_nsys"))
+    for col in ("fetch_ms", "batch_ms"):
+        diff = (both[f"{col}_nsys"] - both[col]).abs()
+        print(f"{col}: |nsys - pinprof profile| median {diff.median() * 1e3:.1f} us, max {diff.max() * 1e3:.1f} us")
+        assert diff.median() < MEDIAN_TOLERANCE_MS and (diff < TOLERANCE_MS).all(), col

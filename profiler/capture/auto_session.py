@@ -124,7 +124,11 @@ class AutoSession:
         if self.limit is not None and n >= self.limit + self.skip:
             return None
         if prof.nvtx.active:
-            prof.nvtx.push(f"batch {n}")  # around the fetch, as in TransferProfiler.batches
+            # Loaders interleave (train, val), so no range can hold one loader's whole loop: each
+            # batch gets its own ``loop <scenario>`` range around it, which is how an nsys import
+            # tells scenarios apart. The batch range holds the fetch, as in TransferProfiler.batches.
+            prof.nvtx.push(f"loop {prof.scenario}")
+            prof.nvtx.push(f"batch {n}")
         return prof, fetch_begin(prof, n)
 
     def arrived(self, prof: TransferProfiler, rec: dict[str, Any], batch: Any) -> None:
@@ -144,7 +148,8 @@ class AutoSession:
         """After it raised (StopIteration at the loader's end, or the user's error): no batch."""
         fetch_end(prof, rec)
         if prof.nvtx.active:
-            prof.nvtx.pop()
+            prof.nvtx.pop()  # batch
+            prof.nvtx.pop()  # loop
 
     def end_batch(self) -> None:
         """Close the current batch: its end on the host and, on the current stream, its compute's end."""
@@ -154,7 +159,8 @@ class AutoSession:
         self.cur = None
         prof._cur = None
         if prof.nvtx.active:
-            prof.nvtx.pop()
+            prof.nvtx.pop()  # batch
+            prof.nvtx.pop()  # loop
         rec["batch_e"] = now_ms()
         if self.cuda:
             ev = rec["_comp_end"] = prof._pool.get()
