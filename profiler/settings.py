@@ -8,7 +8,7 @@
 | ``PINPROF_ELAPSED`` | | ``torch``: read events through torch under a CUDA tool too |
 | ``PINPROF_CACHE`` | ``~/.cache/pinprof`` | folder of the bandwidth calibration cache |
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
-| ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` |
+| ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``; unset, the interval stretches when appends are slow (``profiler.capture.rows.FlushClock``) |
 
 Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
 ``CUDA_INJECTION64_PATH`` (a CUDA tool such as Nsight Systems is attached), and torchrun's ``RANK``,
@@ -40,6 +40,7 @@ class Settings:
     cache_dir: Path
     nsys: str | None
     flush_s: float
+    flush_fixed: bool  # PINPROF_FLUSH_S was given: keep that interval exactly
     rank: int
     local_rank: int
     world_size: int
@@ -87,6 +88,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         cache_dir=Path(cache) if cache else Path.home() / ".cache" / "pinprof",
         nsys=env.get("PINPROF_NSYS") or None,
         flush_s=_seconds(env, "PINPROF_FLUSH_S", 2.0),
+        flush_fixed=bool(env.get("PINPROF_FLUSH_S", "").strip()),
         rank=_int(env, "RANK", 0),
         local_rank=_int(env, "LOCAL_RANK", 0),
         world_size=_int(env, "WORLD_SIZE", 1),

@@ -3,20 +3,25 @@
 copy times agree with CUPTI; on a GPU (``scripts/gpu_check.sh``, step ``profile``).
 
 One process, one model and one loader (``scripts/resnet_train.py``: resnet50, bf16, batch 256, 12
-workers). After a warm-up, blocks of ``--steps`` steps alternate bare and profiled (an ``AutoSession``
-with the hooks on, exactly what ``pinprof profile`` attaches), ``--rounds`` times each; a block's time
-is wall clock from its first ``next()`` to a synchronize after its last step. Prints the median
-ms/step of each and their ratio. Then one more profiled block runs under torch.profiler (CUPTI), and
-each batch's ``h2d_gpu_ms`` is compared with CUPTI's memcpy records of that batch.
+workers). After a warm-up long enough to fill the pinned-memory cache (the first 25 pins of this loop
+each allocate), blocks of ``--steps`` steps run as bare, profiled, bare, profiled, ..., bare. A profiled
+block has the hooks on, NVTX ranges and the journal: what ``pinprof profile`` attaches. A block's time
+is wall clock from its first ``next()`` to a synchronize after its last step; a profiled block's ratio
+is to the mean of its two bare neighbours, and the median ratio is printed with its range. The
+journal's clock of each kind runs only while its blocks do, so they pay the appends a run of their
+length would. ``--ablate`` adds kinds with one part taken away. Then one more profiled block runs under
+torch.profiler (CUPTI), and each batch's ``h2d_gpu_ms`` is compared with CUPTI's memcpy records.
 
-    python scripts/bench_profile_overhead.py [--steps 20] [--rounds 5] [--cupti-steps 12]
+    python scripts/bench_profile_overhead.py [--steps 40] [--rounds 10] [--ablate] [--cupti-steps 12]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,58 +36,107 @@ from resnet_train import batches, build, step
 from profiler.bench import cupti
 from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
+from profiler.capture.clock import now_ms
+from profiler.capture.rows import FlushClock
+from profiler.report.journal import Journal
+
+JOURNAL = Path(tempfile.mkdtemp(prefix="pinprof-bench-"))
+_blocks = itertools.count()
 
 
-def block(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], n: int) -> float:
+class UserCopies(AutoSession):
+    """Every copy is the script's own call, timed by events around it (no own gated copy)."""
+
+    def takes_over(self, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:
+        return False
+
+
+# One journal clock per kind, paused while other blocks run: each kind's blocks together see the
+# appends a run of their length would (the first after PINPROF_FLUSH_S, then as FlushClock stretches).
+_clocks: dict[str, tuple[FlushClock, float]] = {}
+
+
+def session(kind: str) -> AutoSession:
+    """The session of a profiled block. ``profiled``: as ``pinprof profile`` sets it up (NVTX ranges on,
+    completed batches journaled as FlushClock says); the others take one part away, to find a cost."""
+    journal = None if kind == "no-journal" else Journal(JOURNAL / f"{next(_blocks)}.csv")
+    clock, paused = _clocks.get(kind) or (FlushClock.from_settings(), now_ms())
+    clock.due_ms += now_ms() - paused
+    make = UserCopies if kind == "user-copies" else AutoSession
+    return make("cuda", nvtx=True, journal=journal, flush=clock, gate=kind != "ungated")
+
+
+def block(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], n: int) -> tuple[float, float]:
+    """(ms per step, of which ms per step in the loader's ``next()``)."""
     torch.cuda.synchronize()
     start = time.perf_counter()
+    waited = 0.0
     for _ in range(n):
+        t = time.perf_counter()
         images, labels = next(it)
+        waited += time.perf_counter() - t
         step(model, opt, images, labels)
     torch.cuda.synchronize()
-    return (time.perf_counter() - start) / n * 1e3
+    return (time.perf_counter() - start) / n * 1e3, waited / n * 1e3
 
 
 def profiled(
-    model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], n: int
-) -> tuple[float, AutoSession]:
-    session = AutoSession("cuda", nvtx=False)
-    auto_hooks.start(session)
+    model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], n: int, kind: str = "profiled"
+) -> tuple[tuple[float, float], AutoSession]:
+    s = session(kind)
+    auto_hooks.start(s)
     try:
         ms = block(model, opt, it, n)
     finally:
         auto_hooks.stop()
-    return ms, session
+        _clocks[kind] = (s.clock, now_ms())
+    return ms, s
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--cupti-steps", type=int, default=12)
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--workers", type=int, default=12)
-    args = p.parse_args()
-    model, opt, loader = build(args.batch_size, args.workers, 100_000)
-    it = batches(loader)
-    block(model, opt, it, 15)  # warm-up: cuDNN autotuning, workers started, allocator grown
-    bare, prof = [], []
-    for _ in range(args.rounds):
-        bare.append(block(model, opt, it, args.steps))
-        ms, session = profiled(model, opt, it, args.steps)
-        prof.append(ms)
-        tl = session.close()
-    b, q = statistics.median(bare), statistics.median(prof)
+Block = tuple[str, float, float]  # kind, ms per step, ms per step in next()
+
+
+def run_blocks(
+    model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], kinds: list[str], rounds: int, steps: int
+) -> tuple[list[Block], Any]:
+    """bare, k1, bare, k2, ..., bare: every profiled block sits between two bare ones, and its ratio is
+    to their mean. Blocks of this loop drift by several ms/step (the loader's pin thread, host
+    contention with 12 workers), so a ratio of medians over separate blocks is mostly that drift.
+    Returns the blocks and the last ``profiled`` block's timeline."""
+    order = [k for _ in range(rounds) for kind in kinds for k in ("bare", kind)] + ["bare"]
+    got: list[Block] = []
+    tl = None
+    for kind in order:
+        if kind == "bare":
+            got.append((kind, *block(model, opt, it, steps)))
+        else:
+            ms, s = profiled(model, opt, it, steps, kind)
+            got.append((kind, *ms))
+            rows = s.close()
+            tl = rows if kind == "profiled" else tl
+    return got, tl
+
+
+def report(got: list[Block], kinds: list[str]) -> None:
+    bare = [ms for k, ms, _ in got if k == "bare"]
+    spread = statistics.median(abs(x - statistics.median(bare)) for x in bare) * 1.4826
     print(
-        f"resnet50 bs{args.batch_size} bf16, {args.workers} workers, {args.rounds} bare and {args.rounds} profiled "
-        f"blocks of {args.steps} steps interleaved: bare {b:.3f} ms/step, profiled {q:.3f} ms/step, ratio {q / b:.4f}"
+        f"  bare         {statistics.median(bare):8.3f} ms/step (block to block: 1.4826 x MAD {spread:.3f} ms/step), "
+        f"next() {statistics.median(w for k, _, w in got if k == 'bare'):7.3f} ms/step"
     )
-    print(
-        f"  last profiled block: {len(tl)} rows, median h2d_gpu_ms {tl.h2d_gpu_ms.median():.4f}, bytes {int(tl.bytes.median())}"
-    )
+    for kind in kinds:
+        at = [i for i, (k, _, _) in enumerate(got) if k == kind]
+        ratios = sorted(got[i][1] / ((got[i - 1][1] + got[i + 1][1]) / 2) for i in at)
+        print(
+            f"  {kind:12s} {statistics.median(got[i][1] for i in at):8.3f} ms/step, next() "
+            f"{statistics.median(got[i][2] for i in at):7.3f} ms/step, ratio median {statistics.median(ratios):.4f} "
+            f"(min {ratios[0]:.4f}, max {ratios[-1]:.4f})"
+        )
 
+
+def against_cupti(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], steps: int) -> None:
     holder: list[AutoSession] = []
-    trace = cupti.capture(lambda: holder.append(profiled(model, opt, it, args.cupti_steps)[1]), host_ops=False)
+    trace = cupti.capture(lambda: holder.append(profiled(model, opt, it, steps)[1]), host_ops=False)
     tl = holder[0].close()
     h2d = trace[(trace.kind == "memcpy") & trace.name.str.contains("HtoD")]
     copies = int(tl.copies.iloc[0])
@@ -96,6 +150,36 @@ def main() -> None:
         f"  per batch, {len(tl)} batches: h2d_gpu_ms median {np.median(ours):.4f} ms, CUPTI memcpy sum "
         f"{np.median(cupti_ms):.4f} ms, |rel| median {np.median(rel):.4f}, max {rel.max():.4f}"
     )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--cupti-steps", type=int, default=12)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--workers", type=int, default=12)
+    p.add_argument(
+        "--ablate",
+        action="store_true",
+        help="also blocks without the gate (ungated), without pinprof's own copy (user-copies), "
+        "without the journal (no-journal)",
+    )
+    args = p.parse_args()
+    model, opt, loader = build(args.batch_size, args.workers, 100_000)
+    it = batches(loader)
+    block(model, opt, it, 40)  # warm-up: cuDNN autotuning, workers started, allocators grown
+    kinds = ["profiled"] + (["ungated", "user-copies", "no-journal"] if args.ablate else [])
+    got, tl = run_blocks(model, opt, it, kinds, args.rounds, args.steps)
+    print(
+        f"resnet50 bs{args.batch_size} bf16, {args.workers} workers, blocks of {args.steps} steps, each profiled "
+        f"block between two bare ones ({args.rounds} per kind); ratio: to the mean of its two bare neighbours"
+    )
+    report(got, kinds)
+    print(
+        f"  last profiled block: {len(tl)} rows, median h2d_gpu_ms {tl.h2d_gpu_ms.median():.4f}, bytes {int(tl.bytes.median())}"
+    )
+    against_cupti(model, opt, it, args.cupti_steps)
 
 
 if __name__ == "__main__":

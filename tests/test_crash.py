@@ -120,3 +120,21 @@ def test_a_failed_append_leaves_the_file_at_its_last_whole_flush(
     assert (tmp_path / "timeline.csv").read_bytes() == before and journal.rows == 3
     pd.testing.assert_frame_equal(read_timeline(tmp_path / "timeline.csv"), frame.head(3))
     assert (tmp_path / "timeline.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
+
+
+def test_the_journal_clock_stretches_after_a_slow_append_unless_the_interval_was_given() -> None:
+    """Appends take at most FLUSH_SHARE of the loop by default; PINPROF_FLUSH_S given is kept exactly."""
+    from profiler.capture.clock import now_ms
+    from profiler.capture.rows import FLUSH_SHARE, FlushClock
+    from profiler.settings import load
+
+    stretched, fixed = FlushClock(2000.0, stretch=True), FlushClock(2000.0, stretch=False)
+    began = now_ms() - 20.0  # an append that took 20 ms
+    stretched.flushed(began)
+    fixed.flushed(began)
+    assert stretched.due_ms - now_ms() >= 20.0 / FLUSH_SHARE - 1.0 > 2000.0  # 10 s
+    assert fixed.due_ms - now_ms() <= 2000.0
+    quick = FlushClock(2000.0, stretch=True)
+    quick.flushed(now_ms() - 0.5)  # a 0.5 ms append: the interval stays 2 s
+    assert 1990.0 <= quick.due_ms - now_ms() <= 2000.0
+    assert load({}).flush_fixed is False and load({"PINPROF_FLUSH_S": "0.2"}).flush_fixed is True

@@ -18,7 +18,6 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader
 
-from profiler import settings
 from profiler.bench import datasets, distributed, limits
 from profiler.bench.calibrate import calibrate_and_split
 from profiler.bench.keeping import Progress, appending, keep_current, merge_job, write_failed
@@ -28,7 +27,7 @@ from profiler.capture.clock import now_ms
 from profiler.capture.devices import rank_info, resolve_device
 from profiler.capture.environment import describe
 from profiler.capture.profiler import TransferProfiler
-from profiler.capture.rows import Flusher
+from profiler.capture.rows import FlushClock, Flusher
 from profiler.errors import RunFailed, WriteFailed
 from profiler.modes import SPECS
 from profiler.report import files as report_io
@@ -77,7 +76,7 @@ def run_scenario(
         sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.warmup, origin_ms=origin
     )
     register(prof)
-    flusher = None if journal is None else Flusher(prof, journal, settings.current().flush_s * 1000.0)
+    flusher = None if journal is None else Flusher(prof, journal, FlushClock.from_settings())
     per_epoch = len(loader)
     limit = None if opts.epochs else (opts.batches or per_epoch) + opts.warmup
     total = per_epoch * opts.epochs if opts.epochs else limit

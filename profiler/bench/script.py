@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiler import settings
 from profiler.capture import auto_hooks
 from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession
@@ -140,7 +139,6 @@ def profile(
             nvtx=nvtx,
             run=out.name,
             journal=Journal(folder / files.TIMELINE),
-            flush_ms=settings.current().flush_s * 1000.0,
         )
         code, why, error = run_profiled(target, session)
         write_session_report(

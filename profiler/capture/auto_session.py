@@ -71,21 +71,22 @@ class AutoSession:
         nvtx: bool = True,
         run: str = "profile",
         journal: Journal | None = None,
-        flush_ms: float = 2000.0,
+        flush: rows.FlushClock | None = None,
+        gate: bool = True,
     ) -> None:
         self.device = resolve_device(device)
         self.cuda = self.device.type == "cuda"
-        self.skip, self.limit, self.nvtx, self.run = skip, limit, nvtx, run
+        self.skip, self.limit, self.nvtx, self.run, self.gate = skip, limit, nvtx, run, gate
         self.origin = now_ms()
         self.main = threading.get_ident()
         self.profs: dict[int, TransferProfiler] = {}
         self._keep: list[Any] = []  # the datasets keyed by id: kept alive, so no id is reused
         self.cur: tuple[TransferProfiler, dict[str, Any]] | None = None
         self.batches = 0
-        # Completed batches go to the journal every flush_ms (as pinprof run's do): a kill -9 of the
-        # program leaves them on disk.
-        self.journal, self._every = journal, flush_ms
-        self._due = now_ms() + flush_ms
+        # Completed batches go to the journal when ``flush`` says (as pinprof run's do): a kill -9 of
+        # the program leaves them on disk.
+        self.journal = journal
+        self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
         if journal is not None:
             journal.start()
@@ -108,7 +109,8 @@ class AutoSession:
                 scenario=name,
                 warmup=self.skip,
                 origin_ms=self.origin,
-                config=cfg,  # the stream gate stays on: pinprof's own pinned copies go behind it (copy_pinned)
+                config=cfg,
+                gate=self.gate,  # on unless asked: pinprof's own pinned copies go behind it (copy_pinned)
             )
             prof._begin(())
             self.profs[id(dataset)] = prof
@@ -172,15 +174,16 @@ class AutoSession:
         self.batches += 1
         if len(prof._pending) >= 8:  # amortise: read finished events a few batches at a time
             prof._pending.resolve(prof._anchor)
-        if self.journal is not None and rec["batch_e"] >= self._due:
+        if self.journal is not None and rec["batch_e"] >= self.clock.due_ms:
             self.flush()
 
     def flush(self) -> None:
         """Append every loader's batches completed since the last flush to the journal."""
+        started = now_ms()
         for key, prof in self.profs.items():
             frame, self._flushed[key] = rows.completed(prof, self._flushed.get(key, 0))
             self.journal.append(frame)  # type: ignore[union-attr]
-        self._due = now_ms() + self._every
+        self.clock.flushed(started)
 
     # -- copies ---------------------------------------------------------------------------------
     def takes_over(self, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:
