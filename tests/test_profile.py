@@ -48,6 +48,7 @@ def test_a_plain_training_script_gets_one_row_per_batch(tmp_path: Path) -> None:
     assert (tl.scenario == "TensorDataset/bs16/w2").all() and (tl.num_workers == 2).all()
     assert (tmp_path / "r" / "diagnosis.md").read_text().count("Headline") == 1
     assert meta_of(tmp_path / "r")["partial"] is False
+    assert meta_of(tmp_path / "r")["one_ahead"] == []  # each batch is copied before the next is fetched
 
 
 def test_a_script_that_raises_still_gets_its_report(tmp_path: Path) -> None:
@@ -70,6 +71,7 @@ def test_two_loaders_and_two_copies_per_batch(tmp_path: Path) -> None:
     assert (train.bytes == 8 * (3 * 16 * 16 * 4 + 4 * 4)).all() and (train.copies == 2).all()
     assert list(val.bytes) == [n * (3 * 8 * 8 * 4 + 4 * 4) for n in (16, 8)]
     assert tl.fetch_ms.notna().all()
+    assert meta_of(tmp_path / "r")["one_ahead"] == []
 
 
 @pytest.mark.parametrize("how", ["profile", "callback"])
@@ -86,6 +88,20 @@ def test_a_lightning_fit(tmp_path: Path, how: str) -> None:
     tl = read_timeline(out)
     assert len(tl) == 6 and (tl.bytes == 8 * (IMAGE + 8)).all() and (tl.copies == 2).all()
     assert tl.fetch_ms.notna().all()
+    assert meta_of(out)["one_ahead"] == []  # a sized loader: Lightning does not fetch ahead
+
+
+def test_a_lightning_fetcher_one_batch_ahead_is_found_and_said(tmp_path: Path) -> None:
+    """On a dataset of no length Lightning fetches batch n+1 before it copies batch n: the rows are
+    loop iterations then (row 0 copies nothing), and the report says so rather than pass it off."""
+    pytest.importorskip("lightning")
+    out = tmp_path / "r"
+    run = profile(out, str(SCRIPTS / "lightning_fit.py"), "--steps", "6", "--iterable")
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert list(tl.copies) == [0] + [2] * 6  # 7 fetches for 6 steps; each step's copies one row later
+    assert meta_of(out)["one_ahead"] == ["Stream/bs8/w0"]
+    assert "Stream/bs8/w0: the loop fetches each batch before it copies the one before" in run.stdout
 
 
 def test_a_lightning_fit_that_raises_with_the_callback(tmp_path: Path) -> None:

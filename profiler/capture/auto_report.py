@@ -51,8 +51,16 @@ def write_session_report(
         exit_status=exit_status,
         profiler_error=auto_hooks.failure,
         origin_monotonic_ms=session.origin,
+        one_ahead=session.lagging,
         **ranks,
     )
+    for scenario in session.lagging:
+        echo(
+            f"pinprof: {scenario}: the loop fetches each batch before it copies the one before (a fetcher "
+            "one batch ahead, as Lightning's on a dataset of no length); a row there is one loop iteration: "
+            "batch n's fetch with batch n-1's copies and compute; at the loader's end, its last batch's "
+            "copies are not recorded"
+        )
     write_held(lambda: write_report(folder, tl, info, {}, echo, plots), replay=False)
     if ranks["world_size"] > 1 and ranks["rank"] == 0:
         _merge(out, ranks["world_size"], echo)

@@ -20,13 +20,14 @@ after ``limit`` batches of a loader, its later batches are not recorded.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 import pandas as pd
 import torch
 
 from profiler.capture import rows
-from profiler.capture.batch_tree import tensor_bytes
+from profiler.capture.batch_tree import alive_storages, cpu_refs, storages, tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
@@ -88,6 +89,11 @@ class AutoSession:
         self.journal = journal
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
+        # One-ahead consumers (Lightning's fetcher on a dataset of no length, Accelerate's prepared
+        # loaders) fetch batch n+1 before they copy batch n: found by a copy whose source is in the
+        # previous batch of its loader (still alive), not the current one.
+        self._before: dict[int, list[weakref.ref[torch.Tensor]]] = {}
+        self.lagging: list[str] = []  # the scenarios where it was found
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -137,6 +143,8 @@ class AutoSession:
         """After it returned ``batch``: the fetch's end, the pin, the compute's start; the batch is current."""
         fetch_end(prof, rec)
         arrived(rec, batch)
+        if prof.scenario not in self.lagging:
+            rec["_storages"], rec["_refs"] = storages(batch), cpu_refs(batch)
         rec["batch_s"] = rec["fetch_s"]
         if self.cuda:
             ev = rec["_comp_start"] = prof._pool.get()
@@ -164,6 +172,8 @@ class AutoSession:
             prof.nvtx.pop()  # batch
             prof.nvtx.pop()  # loop
         rec["batch_e"] = now_ms()
+        rec.pop("_storages", None)
+        self._before[id(prof)] = rec.pop("_refs", [])
         if self.cuda:
             ev = rec["_comp_end"] = prof._pool.get()
             record(ev, current_stream(prof._index))
@@ -206,6 +216,7 @@ class AutoSession:
         not the host's dispatch before it (a plain event pair around the user's call read 0.81 ms for
         CUPTI's 0.70 ms on the H200); the current stream waits on its end, as after ``.to()``."""
         prof, rec = cur = self.cur  # type: ignore[misc]
+        self._check_lag(prof, rec, src)
         self.cur = None  # pinprof's own copy_ inside is not the user's: the hooks let it through
         try:
             out = prof._copy_into(rec, src)
@@ -236,6 +247,7 @@ class AutoSession:
         prof, rec = self.cur  # type: ignore[misc]
         if stream is not None:
             record(end, stream)
+        self._check_lag(prof, rec, src)
         prof.nvtx.pop()
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
         rec["bytes"] = max(rec["bytes"], 0) + tensor_bytes(src)
@@ -250,6 +262,16 @@ class AutoSession:
         note_memory(rec, "pinned" if pinned else "pageable", None)
         if prof.mode == "auto":
             prof.mode = copy_mode(pinned, non_blocking)
+
+    def _check_lag(self, prof: TransferProfiler, rec: dict[str, Any], src: torch.Tensor) -> None:
+        """Whether this copy's source belongs to the loader's previous batch (see ``lagging``)."""
+        mine = rec.get("_storages")
+        if mine is None:  # found already for this loader, or a batch of no tensors
+            return
+        ptr = src.untyped_storage().data_ptr()
+        if ptr not in mine and ptr in alive_storages(self._before.get(id(prof), [])):
+            self.lagging.append(str(prof.scenario))
+            rec.pop("_storages")
 
     def pin_end(self, start: float) -> None:
         """A ``pin_memory()`` the main thread made inside the current batch, from ``start`` (host ms)

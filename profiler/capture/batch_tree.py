@@ -7,6 +7,7 @@ to a device all walk the same tree, so the walk lives here once.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -33,6 +34,23 @@ def iter_tensors(batch: Any) -> Iterator[torch.Tensor]:
         for field in dataclasses.fields(batch):
             if field.init:
                 yield from iter_tensors(getattr(batch, field.name))
+
+
+def storages(batch: Any) -> frozenset[int]:
+    """The addresses of the storages under ``batch``'s CPU tensors: a view or slice of one of them
+    (``x[:, 0]``) has the same storage, so a copy of it can be traced back to the batch."""
+    return frozenset(t.untyped_storage().data_ptr() for t in iter_tensors(batch) if t.is_cpu)
+
+
+def cpu_refs(batch: Any) -> list[weakref.ref[torch.Tensor]]:
+    """Weak references to ``batch``'s CPU tensors: what is still alive of it later, without keeping it."""
+    return [weakref.ref(t) for t in iter_tensors(batch) if t.is_cpu]
+
+
+def alive_storages(refs: list[weakref.ref[torch.Tensor]]) -> set[int]:
+    """The storage addresses of the tensors of ``refs`` still alive (a freed one's address may be
+    reused by any new tensor, so it says nothing)."""
+    return {t.untyped_storage().data_ptr() for r in refs if (t := r()) is not None}
 
 
 def map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

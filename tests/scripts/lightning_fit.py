@@ -1,17 +1,18 @@
 """A tiny Lightning ``Trainer.fit`` (tests/test_profile.py). Nothing of pinprof in it.
 
-python tests/scripts/lightning_fit.py [--steps 6] [--batch-size 8]
+python tests/scripts/lightning_fit.py [--steps 6] [--batch-size 8] [--iterable]
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from typing import Any
 
 import lightning as L
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 
 class Tiny(L.LightningModule):
@@ -30,12 +31,23 @@ class Tiny(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+class Stream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """A dataset's samples in order, with no ``__len__``: Lightning's fetcher then runs one batch ahead."""
+
+    def __init__(self, data: TensorDataset) -> None:
+        self.data = data
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return (self.data[i] for i in range(len(self.data)))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--raise-at", type=int, default=-1)
     p.add_argument("--callback-out", default=None)
+    p.add_argument("--iterable", action="store_true", help="the same samples from a dataset of no length")
     args = p.parse_args()
     callbacks: list[Any] = []
     if args.callback_out:
@@ -44,7 +56,7 @@ def main() -> None:
         callbacks.append(PinprofCallback(out=args.callback_out, plots=False))
     gen = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.rand(200, 3, 8, 8, generator=gen), torch.randint(0, 10, (200,), generator=gen))
-    loader = DataLoader(data, batch_size=args.batch_size, num_workers=0)
+    loader = DataLoader(Stream(data) if args.iterable else data, batch_size=args.batch_size, num_workers=0)
     trainer = L.Trainer(
         max_steps=args.steps,
         logger=False,
