@@ -18,7 +18,9 @@ torch.profiler (CUPTI), and each batch's ``h2d_gpu_ms`` is compared with CUPTI's
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
+import os
 import statistics
 import sys
 import tempfile
@@ -152,6 +154,10 @@ def against_cupti(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterat
     )
 
 
+def _on_cores(cores: list[int], worker_id: int) -> None:
+    os.sched_setaffinity(0, cores)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=40)
@@ -165,14 +171,25 @@ def main() -> None:
         help="also blocks without the gate (ungated), without pinprof's own copy (user-copies), "
         "without the journal (no-journal)",
     )
+    p.add_argument(
+        "--isolate",
+        action="store_true",
+        help="the main process (step and pin thread) on cores 0-2, the workers on the others",
+    )
     args = p.parse_args()
-    model, opt, loader = build(args.batch_size, args.workers, 100_000)
+    init = None
+    if args.isolate:  # the workers inherit the main process's cores when they start: give them the rest
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, cores[:3])
+        init = functools.partial(_on_cores, cores[3:])
+    model, opt, loader = build(args.batch_size, args.workers, 100_000, init)
     it = batches(loader)
     block(model, opt, it, 40)  # warm-up: cuDNN autotuning, workers started, allocators grown
     kinds = ["profiled"] + (["ungated", "user-copies", "no-journal"] if args.ablate else [])
     got, tl = run_blocks(model, opt, it, kinds, args.rounds, args.steps)
     print(
-        f"resnet50 bs{args.batch_size} bf16, {args.workers} workers, blocks of {args.steps} steps, each profiled "
+        f"resnet50 bs{args.batch_size} bf16, {args.workers} workers{' (isolated)' * args.isolate}, blocks of "
+        f"{args.steps} steps, each profiled "
         f"block between two bare ones ({args.rounds} per kind); ratio: to the mean of its two bare neighbours"
     )
     report(got, kinds)

@@ -13,7 +13,7 @@ epoch ends within a benchmark (an epoch's first batches wait for the workers to 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -40,7 +40,9 @@ class Images(Dataset[tuple[torch.Tensor, int]]):
         return self.images[i % STORED], self.labels[i]
 
 
-def build(batch_size: int, workers: int, images: int) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader[Any]]:
+def build(
+    batch_size: int, workers: int, images: int, worker_init_fn: Callable[[int], None] | None = None
+) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader[Any]]:
     data = Images(images)
     loader = DataLoader(
         data,
@@ -49,6 +51,7 @@ def build(batch_size: int, workers: int, images: int) -> tuple[nn.Module, torch.
         pin_memory=True,
         drop_last=True,
         persistent_workers=workers > 0,
+        worker_init_fn=worker_init_fn,
     )
     model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
