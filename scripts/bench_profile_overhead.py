@@ -44,6 +44,7 @@ from profiler.report.journal import Journal
 
 JOURNAL = Path(tempfile.mkdtemp(prefix="pinprof-bench-"))
 _blocks = itertools.count()
+DEVICE = "cuda"
 
 
 class UserCopies(AutoSession):
@@ -65,7 +66,7 @@ def session(kind: str) -> AutoSession:
     clock, paused = _clocks.get(kind) or (FlushClock.from_settings(), now_ms())
     clock.due_ms += now_ms() - paused
     make = UserCopies if kind == "user-copies" else AutoSession
-    return make("cuda", nvtx=True, journal=journal, flush=clock, gate=kind != "ungated")
+    return make(DEVICE, nvtx=True, journal=journal, flush=clock, gate=kind != "ungated")
 
 
 def block(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], n: int) -> tuple[float, float]:
@@ -136,6 +137,54 @@ def report(got: list[Block], kinds: list[str]) -> None:
         )
 
 
+def own_time(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], steps: int) -> float:
+    """Microseconds per step the main thread spends in pinprof's hooks, less the script's own calls
+    they make (the loader's ``next()``, the copies and allocations the script asked for): one more
+    profiled block with a timer around each hook and around each original the hooks call."""
+    spent = {"hook": 0.0, "original": 0.0}
+    depth = [0]
+
+    def outer(fn: Any) -> Any:  # the outermost hook only: pinprof's own copy_ goes through a hook too
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if depth[0]:
+                return fn(*args, **kwargs)
+            depth[0], start = 1, time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent["hook"] += time.perf_counter() - start
+                depth[0] = 0
+
+        return timed
+
+    def inner(fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent["original"] += time.perf_counter() - start
+
+        return timed
+
+    places = {"next": (auto_hooks._Iter, "__next__")} | {
+        m: (torch.Tensor, m) for m in ("to", "cuda", "copy_", "pin_memory")
+    }
+    s = session("profiled")
+    auto_hooks.start(s)
+    real = dict(auto_hooks._ORIGINAL)
+    try:
+        for name, (owner, attr) in places.items():
+            setattr(owner, attr, outer(getattr(owner, attr)))
+            auto_hooks._ORIGINAL[name] = inner(real[name])
+        block(model, opt, it, steps)
+    finally:
+        auto_hooks._ORIGINAL.update(real)  # stop() puts these back
+        auto_hooks.stop()
+    s.close()
+    return (spent["hook"] - spent["original"]) / steps * 1e6
+
+
 def against_cupti(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], steps: int) -> None:
     holder: list[AutoSession] = []
     trace = cupti.capture(lambda: holder.append(profiled(model, opt, it, steps)[1]), host_ops=False)
@@ -196,6 +245,9 @@ def main() -> None:
     print(
         f"  last profiled block: {len(tl)} rows, median h2d_gpu_ms {tl.h2d_gpu_ms.median():.4f}, bytes {int(tl.bytes.median())}"
     )
+    own = own_time(model, opt, it, args.steps)
+    bare = statistics.median(ms for k, ms, _ in got if k == "bare")
+    print(f"  pinprof's own host time in its hooks: {own:.1f} us/step, {own / 1e3 / bare:.2%} of the bare step")
     against_cupti(model, opt, it, args.cupti_steps)
 
 
