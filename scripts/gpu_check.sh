@@ -31,7 +31,8 @@ log="$OUT/gpu_check.log"
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
       # pinprof profile on a real training step: the hooks' cost side by side, CUPTI per batch, and the
       # report of the unmodified script (README, "Profile your own script").
-      profile) timeout 200 python3 scripts/bench_profile_overhead.py
+      profile) timeout 170 python3 scripts/bench_profile_overhead.py
+               timeout 170 python3 scripts/bench_profile_overhead.py --isolate
                timeout 150 python3 -m profiler profile --out "$OUT/profile-resnet" --skip 5 -- \
                  python3 scripts/resnet_train.py --steps 45 ;;
       # The same unmodified script under Nsight Systems and pinprof profile together: the hooks' NVTX

@@ -47,3 +47,14 @@ def test_auto_copies_agree_with_cupti_batch_by_batch() -> None:
         f"|rel| median {np.median(rel):.4f}, max {rel.max():.4f}"
     )
     assert np.median(rel) < 0.05
+    # The step asks for the data when the last copy returns; the GPU is idle during the copy (the
+    # previous step ended in loss.item()), so the copy is exposed, and the diagnosis says so.
+    wait, idle = tl.wait_ms.median(), tl.gpu_idle_ms.median()
+    print(
+        f"auto hooks: wait_ms median {wait:.4f}, gpu_idle_ms median {idle:.4f}, h2d_ms median {tl.h2d_ms.median():.4f}"
+    )
+    assert wait > 0.5 * tl.h2d_ms.median() and idle > 0.5 * tl.h2d_ms.median()
+    from profiler.analysis.diagnose import diagnose
+
+    verdicts = [f.verdict.name for s in diagnose(tl) for f in s.findings]
+    assert "GPU_IDLE" in verdicts, verdicts
