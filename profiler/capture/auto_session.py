@@ -84,8 +84,7 @@ class AutoSession:
         self._keep: list[Any] = []  # the datasets keyed by id: kept alive, so no id is reused
         self.cur: tuple[TransferProfiler, dict[str, Any]] | None = None
         self.batches = 0
-        # Completed batches go to the journal when ``flush`` says (as pinprof run's do): a kill -9 of
-        # the program leaves them on disk.
+        # Completed batches go to the journal when ``flush`` says: a kill -9 leaves them on disk.
         self.journal = journal
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
