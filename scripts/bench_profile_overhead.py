@@ -141,17 +141,9 @@ def report(got: list[Block], kinds: list[str]) -> None:
 PATCHED = ("to", "cuda", "copy_", "pin_memory")  # the Tensor methods auto_hooks patches
 
 
-def own_time(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], steps: int) -> dict[str, float]:
-    """Microseconds per step the main thread spends in pinprof's hooks, less the script's own calls
-    they make (the loader's ``next()``, the copies the script asked for), by hook, and the journal's
-    appends among them (``flush``, with ``appends`` their count): one more profiled block with a timer
-    around each hook and around each original the hooks call. pinprof's own copy of a pinned tensor
-    replaces the script's call, so its whole host time counts (the allocation included). An upper
-    bound of what the hooks add: their time includes waits for the GIL, and their work before the
-    loader's ``next()`` overlaps the wait for the pin thread's batch, which ``next()`` then skips (on
-    the H200 the hooked ``next()`` took 0.25 ms a step more than the bare one, seen from outside,
-    while the hook's own part of it read 0.78 ms)."""
-    own: dict[str, float] = {}
+def _timers(own: dict[str, float]) -> tuple[Any, Any]:
+    """(a wrapper for a hook, a wrapper for an original it calls): main-thread time in the outermost
+    hook is added to ``own[hook]``, and the originals' time inside it taken off again."""
     now: list[str] = []  # the outermost hook running on the main thread
     main = threading.get_ident()  # the loader's pin thread calls pin_memory through the hooks too
 
@@ -182,6 +174,21 @@ def own_time(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[An
 
         return timed
 
+    return outer, inner
+
+
+def own_time(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], steps: int) -> dict[str, float]:
+    """Microseconds per step the main thread spends in pinprof's hooks, less the script's own calls
+    they make (the loader's ``next()``, the copies the script asked for), by hook, and the journal's
+    appends among them (``flush``, with ``appends`` their count): one more profiled block with a timer
+    around each hook and around each original the hooks call. pinprof's own copy of a pinned tensor
+    replaces the script's call, so its whole host time counts (the allocation included). An upper
+    bound of what the hooks add: their time includes waits for the GIL, and their work before the
+    loader's ``next()`` overlaps the wait for the pin thread's batch, which ``next()`` then skips (on
+    the H200 the hooked ``next()`` took 0.25 ms a step more than the bare one, seen from outside,
+    while the hook's own part of it read 0.78 ms)."""
+    own: dict[str, float] = {}
+    outer, inner = _timers(own)
     places = {"next": (auto_hooks._Iter, "__next__")} | {m: (torch.Tensor, m) for m in PATCHED}
     s = session("profiled")
     flush = s.flush
