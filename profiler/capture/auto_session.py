@@ -10,7 +10,11 @@ loader are separate scenarios) and is driven by the hooks of ``profiler.capture.
   ``copy_``) is timed with CUDA events on the stream it runs on and added to that batch, as
   ``TransferProfiler.to_device`` adds its copies (bytes, ``copies``, call time, ``src_memory``);
 - the batch's GPU compute runs from its last copy's end (or from the handoff, with no copy) to an
-  event recorded on the current stream at the next batch boundary.
+  event recorded on the current stream at the next batch boundary; the step asks for its data when
+  its last copy call returns (``request``), where an asynchronous copy's wait begins;
+- a copy whose source is a tensor of the loader's previous batch, still alive, shows a loop that
+  fetches one batch ahead of its copies: its scenario goes into ``lagging`` (the report says so);
+- NVTX: ``loop <scenario>`` around each ``batch <n>`` range, so an nsys import tells loaders apart.
 
 The mode column says what the copies were: ``pinned_nb`` (pinned source, non_blocking), ``pinned``,
 ``pageable_nb`` or ``pageable``, from the first copy. Batches before ``skip`` are flagged warm-up;
@@ -20,19 +24,19 @@ after ``limit`` batches of a loader, its later batches are not recorded.
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any
 
 import pandas as pd
 import torch
 
 from profiler.capture import rows
-from profiler.capture.batch_tree import alive_storages, cpu_refs, storages, tensor_bytes
+from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
 from profiler.capture.loop import arrived, fetch_begin, fetch_end
 from profiler.capture.nvtx import NvtxEmitter
+from profiler.capture.one_ahead import OneAhead
 from profiler.capture.phases import account
 from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.profiler import TransferProfiler
@@ -88,11 +92,8 @@ class AutoSession:
         self.journal = journal
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
-        # One-ahead consumers (Lightning's fetcher on a dataset of no length, Accelerate's prepared
-        # loaders) fetch batch n+1 before they copy batch n: found by a copy whose source is in the
-        # previous batch of its loader (still alive), not the current one.
-        self._before: dict[int, list[weakref.ref[torch.Tensor]]] = {}
-        self.lagging: list[str] = []  # the scenarios where it was found
+        self._ahead = OneAhead()
+        self.lagging = self._ahead.found  # scenarios of a loop one batch ahead (capture.one_ahead)
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -142,8 +143,7 @@ class AutoSession:
         """After it returned ``batch``: the fetch's end, the pin, the compute's start; the batch is current."""
         fetch_end(prof, rec)
         arrived(rec, batch)
-        if prof.scenario not in self.lagging:
-            rec["_storages"], rec["_refs"] = storages(batch), cpu_refs(batch)
+        self._ahead.arrived(str(prof.scenario), rec, batch)
         rec["batch_s"] = rec["fetch_s"]
         if self.cuda:
             ev = rec["_comp_start"] = prof._pool.get()
@@ -171,8 +171,7 @@ class AutoSession:
             prof.nvtx.pop()  # batch
             prof.nvtx.pop()  # loop
         rec["batch_e"] = now_ms()
-        rec.pop("_storages", None)
-        self._before[id(prof)] = rec.pop("_refs", [])
+        self._ahead.ended(id(prof), rec)
         if self.cuda:
             ev = rec["_comp_end"] = prof._pool.get()
             record(ev, current_stream(prof._index))
@@ -215,7 +214,7 @@ class AutoSession:
         not the host's dispatch before it (a plain event pair around the user's call read 0.81 ms for
         CUPTI's 0.70 ms on the H200); the current stream waits on its end, as after ``.to()``."""
         prof, rec = cur = self.cur  # type: ignore[misc]
-        self._check_lag(prof, rec, src)
+        self._ahead.copied(id(prof), str(prof.scenario), rec, src)
         self.cur = None  # pinprof's own copy_ inside is not the user's: the hooks let it through
         try:
             out = prof._copy_into(rec, src)
@@ -247,7 +246,7 @@ class AutoSession:
         prof, rec = self.cur  # type: ignore[misc]
         if stream is not None:
             record(end, stream)
-        self._check_lag(prof, rec, src)
+        self._ahead.copied(id(prof), str(prof.scenario), rec, src)
         prof.nvtx.pop()
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
         rec["bytes"] = max(rec["bytes"], 0) + tensor_bytes(src)
@@ -268,16 +267,6 @@ class AutoSession:
         note_memory(rec, "pinned" if pinned else "pageable", None)
         if prof.mode == "auto":
             prof.mode = copy_mode(pinned, non_blocking)
-
-    def _check_lag(self, prof: TransferProfiler, rec: dict[str, Any], src: torch.Tensor) -> None:
-        """Whether this copy's source belongs to the loader's previous batch (see ``lagging``)."""
-        mine = rec.get("_storages")
-        if mine is None:  # found already for this loader, or a batch of no tensors
-            return
-        ptr = src.untyped_storage().data_ptr()
-        if ptr not in mine and ptr in alive_storages(self._before.get(id(prof), [])):
-            self.lagging.append(str(prof.scenario))
-            rec.pop("_storages")
 
     def pin_end(self, start: float) -> None:
         """A ``pin_memory()`` the main thread made inside the current batch, from ``start`` (host ms)
