@@ -81,3 +81,13 @@ def test_the_two_walks_visit_the_same_tensors_in_the_same_order() -> None:
     out = map_tensors(batch, lambda t: next(copies))
     assert torch.equal(out[0].b, torch.full((3,), 10.0)) and torch.equal(out[1]["c"], torch.full((4,), 20.0))
     assert torch.equal(out[0].derived, torch.ones(2))  # recomputed by __post_init__ from the new a
+
+
+def test_storage_of_traces_views_to_their_tensor_and_skips_what_has_no_plain_storage() -> None:
+    from profiler.capture.batch_tree import storage_of, storages
+
+    x = torch.rand(4, 6)
+    assert storage_of(x[:, 2]) == storage_of(x[1:]) == storage_of(x) is not None
+    assert storage_of(x.clone()) != storage_of(x)
+    assert storage_of(x.to_sparse()) is None  # untyped_storage() raises on it
+    assert storages({"x": x, "s": x.to_sparse(), "n": 3}) == {storage_of(x)}

@@ -36,10 +36,21 @@ def iter_tensors(batch: Any) -> Iterator[torch.Tensor]:
                 yield from iter_tensors(getattr(batch, field.name))
 
 
+def storage_of(t: torch.Tensor) -> int | None:
+    """The address of ``t``'s storage: a view or slice of a tensor (``x[:, 0]``) has its storage, so
+    a copy of it can be traced back to the tensor. None for a tensor with no plain storage (sparse,
+    nested, a subclass that refuses): those are not traced."""
+    if t.layout != torch.strided:
+        return None
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
 def storages(batch: Any) -> frozenset[int]:
-    """The addresses of the storages under ``batch``'s CPU tensors: a view or slice of one of them
-    (``x[:, 0]``) has the same storage, so a copy of it can be traced back to the batch."""
-    return frozenset(t.untyped_storage().data_ptr() for t in iter_tensors(batch) if t.is_cpu)
+    """The storage addresses of ``batch``'s CPU tensors (``storage_of``)."""
+    return frozenset(p for t in iter_tensors(batch) if t.is_cpu and (p := storage_of(t)) is not None)
 
 
 def cpu_refs(batch: Any) -> list[weakref.ref[torch.Tensor]]:
@@ -50,7 +61,7 @@ def cpu_refs(batch: Any) -> list[weakref.ref[torch.Tensor]]:
 def alive_storages(refs: list[weakref.ref[torch.Tensor]]) -> set[int]:
     """The storage addresses of the tensors of ``refs`` still alive (a freed one's address may be
     reused by any new tensor, so it says nothing)."""
-    return {t.untyped_storage().data_ptr() for r in refs if (t := r()) is not None}
+    return {p for r in refs if (t := r()) is not None and (p := storage_of(t)) is not None}
 
 
 def map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from profiler.capture.batch_tree import alive_storages, cpu_refs, storages
+from profiler.capture.batch_tree import alive_storages, cpu_refs, storage_of, storages
 
 
 class OneAhead:
@@ -40,7 +40,7 @@ class OneAhead:
         mine = rec.get("_storages")
         if mine is None:  # found already for this loader, or no batch tensors to test against
             return
-        ptr = src.untyped_storage().data_ptr()
-        if ptr not in mine and ptr in alive_storages(self._before.get(key, [])):
+        ptr = storage_of(src)
+        if ptr is not None and ptr not in mine and ptr in alive_storages(self._before.get(key, [])):
             self.found.append(scenario)
             rec.pop("_storages")
