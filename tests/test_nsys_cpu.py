@@ -157,4 +157,7 @@ def test_an_unmodified_script_under_nsys_and_pinprof_profile_gives_the_same_batc
     for col in ("fetch_ms", "batch_ms"):
         diff = (both[f"{col}_nsys"] - both[col]).abs()
         print(f"{col}: |nsys - pinprof profile| median {diff.median() * 1e3:.1f} us, max {diff.max() * 1e3:.1f} us")
-        assert diff.median() < MEDIAN_TOLERANCE_MS and (diff < TOLERANCE_MS).all(), col
+        # Same batches: a range edge lost or moved to a neighbour would be off by a whole batch. Not the
+        # 0.1 ms bound of the loop above: this run has a worker process and a second profiler process
+        # beside nsys on 2 cores, and a fresh-clone CI run saw one fetch 0.74 ms apart (median 3.8 us).
+        assert diff.median() < MEDIAN_TOLERANCE_MS and (diff < 0.5 * both.batch_ms).all(), col
