@@ -84,10 +84,10 @@ def test_the_two_walks_visit_the_same_tensors_in_the_same_order() -> None:
 
 
 def test_storage_of_traces_views_to_their_tensor_and_skips_what_has_no_plain_storage() -> None:
-    from profiler.capture.batch_tree import storage_of, storages
+    from profiler.capture.batch_tree import owners, storage_of
 
     x = torch.rand(4, 6)
     assert storage_of(x[:, 2]) == storage_of(x[1:]) == storage_of(x) is not None
     assert storage_of(x.clone()) != storage_of(x)
     assert storage_of(x.to_sparse()) is None  # untyped_storage() raises on it
-    assert storages({"x": x, "s": x.to_sparse(), "n": 3}) == {storage_of(x)}
+    assert set(owners({"x": x, "s": x.to_sparse(), "n": 3})) == {storage_of(x)}

@@ -289,29 +289,3 @@ def test_a_killed_script_leaves_the_batches_flushed_before(tmp_path: Path) -> No
     assert len(tl) >= 20 and (tl.bytes == 8 * IMAGE).all() and list(tl.batch) == list(range(len(tl)))
     info = meta_of(out)
     assert info["partial"] is True and info["status"] == "running"
-
-
-def test_a_batch_with_a_sparse_tensor_is_recorded_and_profiling_goes_on() -> None:
-    """A sparse tensor has no plain storage for the one-ahead check to read: it must not stop profiling."""
-
-    class Rows(torch.utils.data.Dataset[torch.Tensor]):
-        def __len__(self) -> int:
-            return 16
-
-        def __getitem__(self, i: int) -> torch.Tensor:
-            return torch.rand(4, generator=torch.Generator().manual_seed(i))
-
-    def collate(xs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.stack(xs)
-        return x, x.to_sparse()
-
-    session = AutoSession("cpu", nvtx=False)
-    auto_hooks.start(session)
-    try:
-        for x, sparse in torch.utils.data.DataLoader(Rows(), batch_size=4, collate_fn=collate):
-            x.to("cpu"), sparse.to("cpu")
-    finally:
-        auto_hooks.stop()
-    assert auto_hooks.failure is None
-    tl = session.close()
-    assert len(tl) == 4 and (tl.copies == 2).all() and session.lagging == []

@@ -48,20 +48,14 @@ def storage_of(t: torch.Tensor) -> int | None:
         return None
 
 
-def storages(batch: Any) -> frozenset[int]:
-    """The storage addresses of ``batch``'s CPU tensors (``storage_of``)."""
-    return frozenset(p for t in iter_tensors(batch) if t.is_cpu and (p := storage_of(t)) is not None)
-
-
-def cpu_refs(batch: Any) -> list[weakref.ref[torch.Tensor]]:
-    """Weak references to ``batch``'s CPU tensors: what is still alive of it later, without keeping it."""
-    return [weakref.ref(t) for t in iter_tensors(batch) if t.is_cpu]
-
-
-def alive_storages(refs: list[weakref.ref[torch.Tensor]]) -> set[int]:
-    """The storage addresses of the tensors of ``refs`` still alive (a freed one's address may be
-    reused by any new tensor, so it says nothing)."""
-    return {p for r in refs if (t := r()) is not None and (p := storage_of(t)) is not None}
+def owners(batch: Any) -> dict[int, list[weakref.ref[torch.Tensor]]]:
+    """``batch``'s CPU tensors by storage address (``storage_of``; those with none are left out), as
+    weak references: what is still alive of the batch later, without keeping it."""
+    out: dict[int, list[weakref.ref[torch.Tensor]]] = {}
+    for t in iter_tensors(batch):
+        if t.is_cpu and (p := storage_of(t)) is not None:
+            out.setdefault(p, []).append(weakref.ref(t))
+    return out
 
 
 def map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

@@ -14,33 +14,36 @@ from typing import Any
 
 import torch
 
-from profiler.capture.batch_tree import alive_storages, cpu_refs, storage_of, storages
+from profiler.capture.batch_tree import owners, storage_of
 
 
 class OneAhead:
-    """Per loader (keyed by its profiler's id): the current and the previous batch's CPU tensors; ``found``
-    lists the scenarios where a copy came from the previous one."""
+    """Per loader (keyed by its profiler's id): the current and the previous batch's CPU tensors by
+    storage; ``found`` lists the scenarios where a copy came from the previous one."""
 
     def __init__(self) -> None:
-        self._before: dict[int, list[weakref.ref[torch.Tensor]]] = {}
+        self._before: dict[int, dict[int, list[weakref.ref[torch.Tensor]]]] = {}
         self.found: list[str] = []
 
     def arrived(self, scenario: str, rec: dict[str, Any], batch: Any) -> None:
-        """A batch became current: its storages (to test copies against) and weak references."""
+        """A batch became current: its tensors by storage, to test its copies against (one walk)."""
         if scenario not in self.found:
-            rec["_storages"], rec["_refs"] = storages(batch), cpu_refs(batch)
+            rec["_owners"] = owners(batch)
 
     def ended(self, key: int, rec: dict[str, Any]) -> None:
         """The batch of ``rec`` is no longer current: it becomes the loader's previous one."""
-        rec.pop("_storages", None)
-        self._before[key] = rec.pop("_refs", [])
+        self._before[key] = rec.pop("_owners", {})
 
     def copied(self, key: int, scenario: str, rec: dict[str, Any], src: torch.Tensor) -> None:
-        """A copy of ``src`` in the current batch ``rec``: from the previous batch?"""
-        mine = rec.get("_storages")
-        if mine is None:  # found already for this loader, or no batch tensors to test against
+        """A copy of ``src`` in the current batch ``rec``: from the previous batch? Two lookups a
+        copy; a weak reference is read only when the address is the previous batch's."""
+        mine = rec.get("_owners")
+        if mine is None:  # found already for this loader
             return
         ptr = storage_of(src)
-        if ptr is not None and ptr not in mine and ptr in alive_storages(self._before.get(key, [])):
+        if ptr is None or ptr in mine:
+            return
+        refs = self._before.get(key, {}).get(ptr, ())
+        if any(r() is not None for r in refs):  # still alive: the address is not a reused one
             self.found.append(scenario)
-            rec.pop("_storages")
+            rec.pop("_owners")
