@@ -8,6 +8,8 @@
 | ``PINPROF_ELAPSED`` | | ``torch``: read events through torch under a CUDA tool too |
 | ``PINPROF_CACHE`` | ``~/.cache/pinprof`` | folder of the bandwidth calibration cache |
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
+| ``PINPROF_BACKEND`` | ``events`` | what times the GPU: ``events`` (CUDA events), ``cupti`` (CUPTI's activity records where they can be had, else events, said in one line; experimental: ``profiler.capture.backend``) |
+| ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
 | ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``; unset, the interval stretches when appends are slow (``profiler.capture.rows.FlushClock``) |
 
 Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
@@ -41,6 +43,7 @@ class Settings:
     nsys: str | None
     flush_s: float
     flush_fixed: bool  # PINPROF_FLUSH_S was given: keep that interval exactly
+    backend: str
     rank: int
     local_rank: int
     world_size: int
@@ -74,6 +77,18 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+BACKENDS = ("events", "cupti")
+
+
+def _backend(env: Mapping[str, str]) -> str:
+    text = env.get("PINPROF_BACKEND", "").strip().lower() or "events"
+    if text not in BACKENDS:
+        from profiler.errors import UsageError
+
+        raise UsageError(f"$PINPROF_BACKEND={text!r}: give one of {', '.join(BACKENDS)} (default events)")
+    return text
+
+
 def load(env: Mapping[str, str] | None = None) -> Settings:
     """The settings as the environment says now."""
     env = os.environ if env is None else env
@@ -89,6 +104,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         nsys=env.get("PINPROF_NSYS") or None,
         flush_s=_seconds(env, "PINPROF_FLUSH_S", 2.0),
         flush_fixed=bool(env.get("PINPROF_FLUSH_S", "").strip()),
+        backend=_backend(env),
         rank=_int(env, "RANK", 0),
         local_rank=_int(env, "LOCAL_RANK", 0),
         world_size=_int(env, "WORLD_SIZE", 1),

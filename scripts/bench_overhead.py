@@ -8,15 +8,25 @@
 2. Recorder CPU cost: a no-op loader (a list of small pinned tensors) so the loop is nothing but the
    recorder; prints (instrumented - bare) host time per batch, in microseconds.
 
-    python scripts/bench_overhead.py [--rounds 20] [--batches 5]
+3. ``--backends``: the recorder CPU cost of (2) with each GPU clock, CUDA events and CUPTI's records
+   (``profiler.capture.backend``), in alternated processes of their own (CUPTI, once enabled, is
+   process-wide: the bare loop beside it pays for it too, as a user's would), one-tensor and
+   three-tensor (dict) batches; prints the medians side by side.
+
+    python scripts/bench_overhead.py [--rounds 20] [--batches 5] [--backends [--backend-rounds 5]]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -68,8 +78,13 @@ def interleaved(
     return bare, inst
 
 
-def recorder_cost_us(n: int, dev: torch.device) -> tuple[float, float]:
-    data = [torch.randint(0, 255, (1024,), dtype=torch.uint8).pin_memory() for _ in range(64)]
+def recorder_cost_us(n: int, dev: torch.device, leaves: int = 1) -> tuple[float, float]:
+    def batch(i: int) -> Any:
+        gen = torch.Generator().manual_seed(i)
+        ts = [torch.randint(0, 255, (1024,), dtype=torch.uint8, generator=gen).pin_memory() for _ in range(leaves)]
+        return ts[0] if leaves == 1 else {f"t{k}": t for k, t in enumerate(ts)}
+
+    data = [batch(i) for i in range(64)]
     stream = torch.cuda.Stream(dev)
     loader = [data[i % 64] for i in range(n)]
 
@@ -77,9 +92,13 @@ def recorder_cost_us(n: int, dev: torch.device) -> tuple[float, float]:
         t0 = time.perf_counter_ns()
         for b in loader:
             with torch.cuda.stream(stream):
-                x = b.to(dev, non_blocking=True)
+                if isinstance(b, dict):
+                    x = {k: v.to(dev, non_blocking=True) for k, v in b.items()}
+                else:
+                    x = b.to(dev, non_blocking=True)
             torch.cuda.current_stream().wait_stream(stream)
-            x.record_stream(torch.cuda.current_stream())
+            for t in x.values() if isinstance(x, dict) else (x,):
+                t.record_stream(torch.cuda.current_stream())
         torch.cuda.synchronize()
         return (time.perf_counter_ns() - t0) / n / 1e3
 
@@ -106,13 +125,56 @@ def recorder_cost_us(n: int, dev: torch.device) -> tuple[float, float]:
     return statistics.median(b), statistics.median(p)
 
 
+def backends(rounds: int) -> None:
+    """(3): each clock's recorder cost in processes of their own, alternated round by round."""
+    got: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for clock in ("events", "cupti"):
+            env = {**os.environ, "PINPROF_BACKEND": clock}
+            out = subprocess.run(
+                [sys.executable, __file__, "--recorder-only"], env=env, capture_output=True, text=True, timeout=300
+            )
+            lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+            if not lines:
+                print(f"{clock}: no result (rc {out.returncode}): {out.stderr[-600:]}")
+                continue
+            for leaves, (b, p) in json.loads(lines[0][7:]).items():
+                got.setdefault((clock, int(leaves)), []).append((b, p))
+    print("recorder CPU cost by GPU clock, us/batch (instrumented - bare), median of alternated processes:")
+    for leaves in (1, 3):
+        row = []
+        for clock in ("events", "cupti"):
+            v = got.get((clock, leaves), [])
+            cost = [p - b for b, p in v]
+            row.append(
+                f"{clock} {statistics.median(cost):.1f} (rounds {', '.join(f'{c:.1f}' for c in cost)}; "
+                f"bare {statistics.median(b for b, _ in v):.1f})"
+                if v
+                else f"{clock} -"
+            )
+        print(f"  {leaves} tensor{'s' if leaves > 1 else ''}: " + " | ".join(row))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=20, help="blocks of each kind")
-    ap.add_argument("--batches", type=int, default=5, help="batches per block")
-    ap.add_argument("--cpu-ms", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=20, help="blocks of each kind (default 20)")
+    ap.add_argument("--batches", type=int, default=5, help="batches per block (default 5)")
+    ap.add_argument("--cpu-ms", type=float, default=2.0, help="CPU work per step, ms (default 2)")
+    ap.add_argument("--backends", action="store_true", help="only (3): CUDA events against CUPTI, side by side")
+    ap.add_argument("--backend-rounds", type=int, default=5, help="alternated processes per clock (default 5)")
+    ap.add_argument("--recorder-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.backends:
+        backends(args.backend_rounds)
+        return
     dev = torch.device("cuda")
+    if args.recorder_only:  # one process of (3)
+        from profiler.capture import backend
+
+        res = {leaves: recorder_cost_us(2000, dev, leaves) for leaves in (1, 3)}
+        print(f"clock: {backend.describe()}", file=sys.stderr)
+        print("RESULT " + json.dumps(res))
+        return
     # The recorder's own cost first, before DataLoader workers share the machine.
     bare_us, prof_us = recorder_cost_us(2000, dev)
     print(

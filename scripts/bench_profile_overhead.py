@@ -37,11 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from resnet_train import batches, build, step
 
 from profiler.bench import cupti
-from profiler.capture import auto_hooks
+from profiler.capture import auto_hooks, backend
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.clock import now_ms
 from profiler.capture.rows import FlushClock
 from profiler.report.journal import Journal
+from profiler.settings import current
 
 JOURNAL = Path(tempfile.mkdtemp(prefix="pinprof-bench-"))
 _blocks = itertools.count()
@@ -110,10 +111,18 @@ def run_blocks(
     order = [k for _ in range(rounds) for kind in kinds for k in ("bare", kind)] + ["bare"]
     got: list[Block] = []
     tl = None
+    # CUPTI, once on, is process-wide: a bare block after a profiled one would pay for its records
+    # too. So it is handed back before each bare block and taken again before each profiled one
+    # (outside the timed blocks), as the bare script and the profiled script would run.
+    rec = backend.recorder(torch.device(DEVICE))
     for kind in order:
         if kind == "bare":
+            if rec is not None:
+                rec.release("bench: a bare block")
             got.append((kind, *block(model, opt, it, steps)))
         else:
+            if rec is not None:
+                rec.resume()
             ms, s = profiled(model, opt, it, steps, kind)
             got.append((kind, *ms))
             rows = s.close()
@@ -254,7 +263,21 @@ def main() -> None:
         action="store_true",
         help="the main process (step and pin thread) on cores 0-2, the workers on the others",
     )
+    p.add_argument("--cupti", action="store_true", help="time the GPU with CUPTI (PINPROF_BACKEND=cupti)")
+    p.add_argument(
+        "--watchdog",
+        type=float,
+        default=0.0,
+        help="after S seconds, print every thread's stack and exit (a hang shows where it waits); 0: off",
+    )
     args = p.parse_args()
+    if args.watchdog > 0:
+        import faulthandler
+
+        faulthandler.dump_traceback_later(args.watchdog, exit=True)
+    if args.cupti:
+        os.environ["PINPROF_BACKEND"] = "cupti"
+        current.cache_clear()
     init = None
     if args.isolate:  # the workers inherit the main process's cores when they start: give them the rest
         cores = sorted(os.sched_getaffinity(0))
@@ -269,6 +292,10 @@ def main() -> None:
         f"resnet50 bs{args.batch_size} bf16, {args.workers} workers{' (isolated)' * args.isolate}, blocks of "
         f"{args.steps} steps, each profiled "
         f"block between two bare ones ({args.rounds} per kind); ratio: to the mean of its two bare neighbours"
+    )
+    info = backend.describe()
+    print(
+        f"  GPU clock: {info.get('backend')}, {info.get('records')}, unmatched copy calls {info.get('unmatched_copy_calls')}"
     )
     report(got, kinds)
     print(

@@ -48,6 +48,16 @@ log="$OUT/gpu_check.log"
                --batch-size 96 --image-size 224 --dataset-size 7000 --num-workers 12 --cpu-work-ms 0 --compute-ms 1 \
                --batches 60 ;;
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
+      # The CUPTI backend: a recording for the CPU tests (tests/data/h200_cupti), its agreement with
+      # torch.profiler, and its cost against the events' side by side.
+      record-cupti) timeout 120 python3 scripts/record_cupti.py --out "$OUT/record-cupti" ;;
+      cupti) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_cupti.py ;;
+      backends) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} ;;
+      # The resnet50 loop with CUPTI's records (hung on the H200, 2026-12-03: the watchdog prints the stacks).
+      profile-cupti) timeout 240 python3 scripts/bench_profile_overhead.py --cupti --watchdog 200 --rounds ${PROFILE_ROUNDS:-8} ;;
+      # What CUPTI's Activity API gives and costs in a torch process (scripts/cupti_probe.py).
+      cupti-probe) python3 -m pip show nvidia-cuda-cupti cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
+                   timeout 420 python3 scripts/cupti_probe.py ;;
       bandwidth) timeout 240 python3 -m profiler bandwidth --out "$OUT/bandwidth" ;;
       nsys) timeout 180 bash scripts/nsys_profile.sh "$OUT/nsys"
             # A small loop of both modes, 12 batches each: every batch's memcpy record must come back.

@@ -121,14 +121,16 @@ def _next(it: Any) -> Any:
     return batch
 
 
-def _timed_copy(s: AutoSession, src: torch.Tensor, non_blocking: bool, call: Callable[[], Any]) -> Any:
+def _timed_copy(
+    s: AutoSession, src: torch.Tensor, non_blocking: bool, call: Callable[[], Any], alt_bytes: int | None = None
+) -> Any:
     try:
         began = s.copy_begin()
     except Exception as err:
         _fail(err)
         return call()
     out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
-    _guarded(s.copy_end, began, src, non_blocking)
+    _guarded(s.copy_end, began, src, non_blocking, alt_bytes)
     return out
 
 
@@ -151,7 +153,8 @@ def _copy(
     except Exception as err:
         _fail(err)
         return call()
-    return _timed_copy(s, src, non_blocking, call)
+    alt = None if dtype is None or dtype == src.dtype else src.numel() * dtype.itemsize
+    return _timed_copy(s, src, non_blocking, call, alt)
 
 
 def _recorded(s: AutoSession | None) -> bool:
@@ -190,7 +193,8 @@ def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
     if not (self.is_cuda and isinstance(src, torch.Tensor) and src.is_cpu and _recorded(s)):  # CUDA only
         return original(self, src, *args, **kwargs)
     non_blocking = kwargs.get("non_blocking", args[0] if args else False)
-    return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs))  # type: ignore[arg-type]
+    alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
+    return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs), alt)  # type: ignore[arg-type]
 
 
 def _pin_memory(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:

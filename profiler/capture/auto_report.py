@@ -54,6 +54,10 @@ def write_session_report(
         one_ahead=session.lagging,
         **ranks,
     )
+    if session.cuda:
+        from profiler.capture import backend
+
+        backend.say(echo)
     for scenario in session.lagging:
         echo(
             f"pinprof: {scenario}: the loop fetches each batch before it copies the one before (a fetcher "

@@ -145,7 +145,9 @@ class AutoSession:
         arrived(rec, batch)
         self._ahead.arrived(str(prof.scenario), rec, batch)
         rec["batch_s"] = rec["fetch_s"]
-        if self.cuda:
+        if prof._cupti_on():
+            rec["_calls"] = []  # CUPTI times this batch: its copy calls, then its step's launches
+        elif self.cuda:
             ev = rec["_comp_start"] = prof._pool.get()
             record(ev, current_stream(prof._index))  # re-recorded after each copy of the batch
         else:
@@ -172,7 +174,10 @@ class AutoSession:
             prof.nvtx.pop()  # loop
         rec["batch_e"] = now_ms()
         self._ahead.ended(id(prof), rec)
-        if self.cuda:
+        if "_calls" in rec:
+            # CUPTI: every kernel launched between the batch's arrival and the next boundary is its step's
+            rec["_window"] = [(rec["fetch_e"], rec["batch_e"])]
+        elif self.cuda:
             ev = rec["_comp_end"] = prof._pool.get()
             record(ev, current_stream(prof._index))
         else:  # no GPU: the step is timed on the host, from the batch's last copy to the next batch
@@ -201,6 +206,7 @@ class AutoSession:
         return bool(
             self.cuda
             and not extra
+            and "_calls" not in self.cur[1]  # type: ignore[index]  # CUPTI times the user's own copy exactly
             and type(src) is torch.Tensor
             and not src.requires_grad
             and (dtype is None or dtype == src.dtype)
@@ -229,18 +235,22 @@ class AutoSession:
         the current stream, where the copy runs (no events on a CPU device, where the ``.to(device)``
         of the batch is counted as ``TransferProfiler.to_device`` counts it there, host-timed).
         Returns what ``copy_end`` takes."""
-        prof = self.cur[0]  # type: ignore[index]
+        prof, rec = self.cur  # type: ignore[misc]
         prof.nvtx.push("h2d")
-        if not self.cuda:
+        if not self.cuda or "_calls" in rec:  # no events: a CPU device, or CUPTI's records time it
             return None, None, None, now_ms()
         stream = current_stream(prof._index)
         start, end = prof._pool.get(), prof._pool.get()
         record(start, stream)
         return stream, start, end, now_ms()
 
-    def copy_end(self, began: tuple[Any, Any, Any, float], src: torch.Tensor, non_blocking: bool) -> None:
+    def copy_end(
+        self, began: tuple[Any, Any, Any, float], src: torch.Tensor, non_blocking: bool, alt_bytes: int | None = None
+    ) -> None:
         """After it: its end event, and the copy added to the current batch (bytes, ``copies``, call
-        time, whether it blocked, ``src_memory``) as ``TransferProfiler.to_device`` adds its own."""
+        time, whether it blocked, ``src_memory``) as ``TransferProfiler.to_device`` adds its own.
+        ``alt_bytes``: the copy's size in the dtype it was asked for, when it converts (torch may
+        convert before the copy); CUPTI's record may have either size."""
         call_e = now_ms()
         stream, start, end, call_s = began
         prof, rec = self.cur  # type: ignore[misc]
@@ -249,7 +259,8 @@ class AutoSession:
         self._ahead.copied(id(prof), str(prof.scenario), rec, src)
         prof.nvtx.pop()
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
-        rec["bytes"] = max(rec["bytes"], 0) + tensor_bytes(src)
+        nbytes = tensor_bytes(src)
+        rec["bytes"] = max(rec["bytes"], 0) + nbytes
         rec["copies"] += 1
         account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
         rec["copy_sync"] = rec["copy_sync"] or not (pinned and non_blocking)
@@ -262,6 +273,10 @@ class AutoSession:
             rec["request"] = call_e
             rec.setdefault("_h2d", []).append((start, end, True))
             record(rec["_comp_start"], stream)  # compute starts when the batch's last copy has ended
+        elif "_calls" in rec:
+            rec["request"] = call_e  # as above: the step may use the data once the call returns
+            expect = (nbytes,) if alt_bytes in (None, nbytes) else (nbytes, alt_bytes)
+            rec["_calls"].append((round(call_s * 1e6), round(call_e * 1e6), (expect,) if nbytes else ()))
         else:
             rec["comp_s"] = call_e  # host clock: the step starts when the batch's last copy has returned
         note_memory(rec, "pinned" if pinned else "pageable", None)

@@ -78,11 +78,14 @@ class DeviceCopier:
         spec: ModeSpec,
         rec: dict[str, Any],
         defer: bool = False,
+        cupti: bool = False,
     ) -> tuple[Any, MemoryKind]:
         """(``batch`` with its CPU tensors on the device, the memory kind its DMA reads); ``rec``
         gets the call's host times, any layout copy and the copy's events. ``defer``: a side-stream
         copy's end event goes to ``rec["_ready"]`` for the caller to wait on, instead of the compute
-        stream waiting on it now (the prefetch loop, ``profiler.capture.prefetch``)."""
+        stream waiting on it now (the prefetch loop, ``profiler.capture.prefetch``). ``cupti``: CUPTI's
+        records time the copy (``profiler.capture.cupti``): no events and no gate around it, the call's
+        host interval and its records' sizes go to ``rec["_calls"]``."""
         compute_stream = rec["_stream"] = current_stream(self._index)
         srcs = [t for t, k in zip(tensors, kinds) if k != "device"]
         src_kinds: list[MemoryKind] = [k for k in kinds if k != "device"]
@@ -91,14 +94,14 @@ class DeviceCopier:
             if needs_layout(d, t):
                 srcs, src_kinds = self._relayout(dsts, srcs, src_kinds, rec)
                 break
-        gated = self._gate is not None
+        gated = self._gate is not None and not cupti
         for d, t, k in zip(dsts, srcs, src_kinds):
             if not (k == "pinned" and single_memcpy(d, t)):
                 gated = False
                 break
         stream = self._copy_stream if spec.side_stream or gated else compute_stream
         switch = stream is not compute_stream
-        start, end = self._pool.get(), self._pool.get()
+        start, end = (None, self._pool.get() if defer else None) if cupti else (self._pool.get(), self._pool.get())
         self._nvtx.push("h2d")
         if switch:
             if not spec.side_stream:
@@ -117,15 +120,23 @@ class DeviceCopier:
                 if held:
                     self._gate.release()  # type: ignore[union-attr]
             if not spec.non_blocking:
-                end.synchronize()
-            account(rec, "call_s", "call_sum", "call_e", call_s, now_ms())
+                if end is not None:
+                    end.synchronize()
+                else:
+                    stream.synchronize()  # what a blocking .to() waits for
+            call_e = now_ms()
+            account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
         finally:
             if switch:
                 set_stream(compute_stream)
             self._nvtx.pop()
         dma_kind = combined_kind(src_kinds) if src_kinds else "device"
         rec["copy_sync"] = rec["copy_sync"] or (not spec.non_blocking) or dma_kind != "pinned"
-        rec.setdefault("_h2d", []).append((start, end, True))
+        if cupti:
+            sizes = tuple((batch_tree.tensor_bytes(t),) for t in srcs if t.numel())
+            rec.setdefault("_calls", []).append((round(call_s * 1e6), round(call_e * 1e6), sizes))
+        else:
+            rec.setdefault("_h2d", []).append((start, end, True))
         if defer and switch:
             rec.setdefault("_ready", []).append(end)
         return out, dma_kind
@@ -194,17 +205,23 @@ class DeviceCopier:
         calls: list[Call],
         rt: cudart.Runtime | None,
         stream: torch.cuda.Stream,
-        start: torch.cuda.Event,
-        end: torch.cuda.Event,
+        start: torch.cuda.Event | None,
+        end: torch.cuda.Event | None,
         consumer: torch.cuda.Stream | None,
     ) -> None:
-        """The event window. Always issued non_blocking; a blocking mode then waits on the end event,
-        where a blocking ``.to()`` lets the host go too, but with the end event queued right behind
-        the copy rather than recorded once the host is back."""
-        record(start, stream)
+        """The event window (none when CUPTI times the copy). Always issued non_blocking; a blocking
+        mode then waits on the end event, where a blocking ``.to()`` lets the host go too, but with
+        the end event queued right behind the copy rather than recorded once the host is back."""
+        if start is not None:
+            record(start, stream)
         for d, t, direct in calls:
             if not (direct and cudart.copy_pageable(rt, d, t, stream)):  # type: ignore[arg-type]
                 d.copy_(t, non_blocking=True)
-        record(end, stream)
+        if end is not None:
+            record(end, stream)
         if consumer is not None:
-            wait(end, consumer)  # GPU-side: compute starts after the copy, the host goes on
+            # GPU-side: compute starts after the copy, the host goes on
+            if end is not None:
+                wait(end, consumer)
+            else:
+                consumer.wait_stream(stream)

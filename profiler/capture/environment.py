@@ -25,7 +25,10 @@ def driver_version() -> str | None:
 
 
 def describe(device: torch.device) -> dict[str, Any]:
-    """torch_version, torch_cuda, device, device_name, driver: the device part of meta.json."""
+    """torch_version, torch_cuda, device, device_name, driver, and ``gpu_clock``: what timed the GPU
+    (``profiler.capture.backend.describe``): the device part of meta.json."""
+    from profiler.capture import backend
+
     cuda = device.type == "cuda"
     return {
         "torch_version": torch.__version__,
@@ -33,4 +36,5 @@ def describe(device: torch.device) -> dict[str, Any]:
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
         "driver": driver_version() if cuda else None,
+        "gpu_clock": backend.describe() if cuda else {"backend": "none"},
     }

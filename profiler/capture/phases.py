@@ -69,7 +69,7 @@ class Compute(HostPhase):
         start = self.start = now_ms()
         if rec["request"] != rec["request"]:  # NaN: first compute of this batch
             rec["request"] = start
-        if prof.cuda:
+        if prof.cuda and not prof._cupti_row(rec):  # CUPTI: the kernels launched in here are the step
             stream = self.stream = rec.get("_stream") or current_stream(prof._index)
             if "_comp_start" not in rec:  # later blocks of the same batch extend it: no start event
                 ev = prof._pool.get()
@@ -81,7 +81,7 @@ class Compute(HostPhase):
         prof, rec = self.prof, self.rec
         prof.nvtx.pop()
         end = now_ms()
-        if prof.cuda:
+        if prof.cuda and "_comp_start" in rec:
             ev = prof._pool.get()
             record(ev, self.stream)
             old = rec.get("_comp_end")

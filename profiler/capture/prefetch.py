@@ -59,6 +59,8 @@ def prefetched(prof: TransferProfiler, loader: Iterable[Any], limit: int | None)
                 ahead = _fetch_and_copy(prof, it, n) if limit is None or count < limit else None
                 for end in rec.pop("_ready", ()):
                     wait(end, current_stream(prof._index))  # GPU-side: this step's compute after its copy
+                    if "_calls" in rec:  # timed by CUPTI: the event only ordered the streams
+                        prof._pool.put(end)
                 prof._cur = rec
                 yield out
             finally:

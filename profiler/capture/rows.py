@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import torch
 
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.anchor import clock_between, take_anchor
@@ -36,9 +37,13 @@ def timeline(prof: TransferProfiler) -> pd.DataFrame:
     """Every completed batch; waits for their events, and a second anchor corrects the clocks' drift."""
     clock: ClockMap | None = None
     if prof.cuda and prof._anchor is not None:
-        last = take_anchor(current_stream(prof._index), prof._gate)
+        last = take_anchor(current_stream(prof._index), prof._gate)  # synchronizes
         prof._pending.resolve(prof._anchor, block=True)
         clock = clock_between(prof._anchor, last)
+    if prof._cupti is not None:
+        if prof._anchor is None:
+            torch.cuda.synchronize(prof.device)
+        prof._cupti.collect(force=True)  # every batch so far: their work is done, their records come now
     origin = prof._origin if prof._origin is not None else now_ms()
     return build_timeline(prof._store.columns(), origin, clock, _static(prof))
 
@@ -55,8 +60,10 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
     if prof.cuda and prof._anchor is not None:
         prof._pending.resolve(prof._anchor)
         clock = ClockMap(prof._anchor.host_ms, 1.0)
-    first = prof._pending.first_row()
-    stop = len(prof._store) if first is None else first
+    if prof._cupti is not None:
+        prof._cupti.collect()
+    waiting = [r for r in (prof._pending.first_row(), prof._store.first_waiting()) if r is not None]
+    stop = min(waiting) if waiting else len(prof._store)
     if stop <= start:
         return empty_timeline(), start
     origin = prof._origin if prof._origin is not None else now_ms()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from profiler.timeline.schema import RAW_GPU, RAW_HOST, RAW_PIN
+from profiler.timeline.schema import CUPTI_CLOCK, RAW_GPU, RAW_HOST, RAW_PIN
 
 NAN = float("nan")
 
@@ -44,6 +45,7 @@ def note_memory(rec: dict[str, Any], kind: str, out: Any) -> Any:
 
 _H, _G = len(NUMERIC), len(RAW_GPU)
 _GPU_NAN = (NAN,) * _G
+_GS, _GE, _CS, _CE, _GSUM, _CSUM, _CLOCK = (RAW_GPU.index(k) for k in RAW_GPU)
 
 
 class Store:
@@ -58,6 +60,7 @@ class Store:
         self._host = array("d")
         self._gpu = array("d")
         self._kinds: list[str] = []
+        self._waiting: deque[int] = deque()  # rows whose CUPTI records are not attributed yet, in order
 
     def append(self, rec: dict[str, Any]) -> int:
         """Store one batch's record; returns its row number."""
@@ -72,6 +75,39 @@ class Store:
     def set_gpu(self, row: int, field: int, value: float) -> None:
         """GPU field ``RAW_GPU[field]`` of ``row``, in ms since the first anchor."""
         self._gpu[row * _G + field] = value
+
+    def wait_for_gpu(self, row: int) -> None:
+        """``row``'s GPU fields will come from CUPTI (``profiler.capture.cupti.recorder``)."""
+        self._waiting.append(row)
+
+    def set_cupti(
+        self,
+        row: int,
+        h2d: tuple[float, float, float] | None,
+        src: str | None,
+        comp: tuple[float, float, float],
+    ) -> None:
+        """``row``'s GPU fields from CUPTI's records, host ms: the copies' (first start, last end, summed
+        time), the DMA's source memory as CUPTI names it, the step's kernels' (first start, last end,
+        busy time); NaN stays for what no record showed. Called in row order."""
+        base = row * _G
+        gpu = self._gpu
+        if len(gpu) < base + _G:
+            return  # a row torn by a signal, dropped since
+        if h2d is not None:
+            gpu[base + _GS], gpu[base + _GE], gpu[base + _GSUM] = h2d
+        gpu[base + _CS], gpu[base + _CE], gpu[base + _CSUM] = comp
+        gpu[base + _CLOCK] = CUPTI_CLOCK
+        if src is not None and row < len(self._kinds):
+            self._kinds[row] = src
+        waiting = self._waiting
+        while waiting and waiting[0] <= row:
+            waiting.popleft()
+
+    def first_waiting(self) -> int | None:
+        """The first row still waiting for CUPTI's records; None when none is."""
+        waiting = self._waiting
+        return waiting[0] if waiting else None
 
     def _cut(self, n: int) -> None:
         del self._host[n * _H :]

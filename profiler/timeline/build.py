@@ -2,7 +2,8 @@
 
 The columns and their units are listed in ``profiler.timeline.schema``. Host fields are ms on the
 ``now_ms`` clock; GPU fields are ms since the first anchor event, put on the host clock by a
-``ClockMap``; without one (a CPU device) compute is host-timed.
+``ClockMap``, or, in rows whose ``gpu_clock`` says CUPTI, host ms already; with neither (a CPU
+device) compute is host-timed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pandas as pd
 
 from profiler.timeline.clockmap import ClockMap
 from profiler.timeline.idle import gpu_idle
-from profiler.timeline.schema import CONFIG, RAW_GPU, RAW_HOST, RAW_PIN, conform, empty_timeline
+from profiler.timeline.schema import CONFIG, CUPTI_CLOCK, RAW_HOST, RAW_PIN, conform, empty_timeline
 
 
 def build_timeline(
@@ -34,11 +35,23 @@ def build_timeline(
     out["pin_cpu_ms"], out["pin_alloc_ms"] = pin["pin_cpu"], pin["pin_alloc"]
     _interval(out, "stage", f["stage_s"], f["stage_e"], summed["stage_sum"])
     _interval(out, "layout", f["layout_s"], f["layout_e"], summed["layout_sum"])
-    if clock is not None:
-        gpu = {k: clock.host_ms(np.asarray(raw[k], dtype=float)) - t0_ms for k in RAW_GPU if k != "h2d_gsum"}
-        h2d_s, h2d_e = gpu["h2d_gs"], gpu["h2d_ge"]
-        comp_s, comp_e, comp_ms = gpu["comp_gs"], gpu["comp_ge"], gpu["comp_ge"] - gpu["comp_gs"]
-        h2d_gpu = np.asarray(raw["h2d_gsum"], dtype=float) * clock.scale  # a duration: scaled, not shifted
+    cupti = np.asarray(raw["gpu_clock"], dtype=float) == CUPTI_CLOCK
+    on_gpu = clock is not None or bool(cupti.any())
+    if on_gpu:
+        scale = clock.scale if clock is not None else 1.0
+
+        def gpu_ms(key: str) -> np.ndarray:
+            # CUPTI's rows are host ms already; the events' are put on the host clock by the anchors.
+            v = np.asarray(raw[key], dtype=float)
+            mapped = clock.host_ms(v) if clock is not None else np.full(n, np.nan)
+            return np.where(cupti, v, mapped) - t0_ms
+
+        h2d_s, h2d_e = gpu_ms("h2d_gs"), gpu_ms("h2d_ge")
+        comp_s, comp_e = gpu_ms("comp_gs"), gpu_ms("comp_ge")
+        gsum = np.asarray(raw["h2d_gsum"], dtype=float)
+        h2d_gpu = np.where(cupti, gsum, gsum * scale)  # a duration: scaled, not shifted
+        busy = np.asarray(raw["comp_gsum"], dtype=float)
+        comp_ms = np.where(cupti & ~np.isnan(busy), busy, comp_e - comp_s)
     else:
         h2d_s = h2d_e = h2d_gpu = np.full(n, np.nan)
         comp_s, comp_e = f["comp_s"], f["comp_e"]
@@ -57,7 +70,7 @@ def build_timeline(
     positive = has & (overlap > 0)
     out["overlap_start_ms"], out["overlap_end_ms"] = np.where(positive, ov_s, np.nan), np.where(positive, ov_e, np.nan)
     out["overlap_ms"] = overlap
-    out["gpu_idle_ms"] = gpu_idle(h2d_s, h2d_e, comp_e) if clock is not None else np.full(n, np.nan)
+    out["gpu_idle_ms"] = gpu_idle(h2d_s, h2d_e, comp_e) if on_gpu else np.full(n, np.nan)
     _interval(out, "batch", f["batch_s"], f["batch_e"])
     frame = pd.DataFrame(
         {
@@ -68,6 +81,7 @@ def build_timeline(
             "bytes": raw["bytes"],
             "copies": raw["copies"],
             "src_memory": raw["src_memory"],
+            "gpu_clock": np.where(cupti, "cupti", "events" if clock is not None else "none"),
             **out,
             **{k: static.get(k) for k in CONFIG},
             "pin_faults": pin["pin_faults"],  # float with NaN: conform makes them Int64

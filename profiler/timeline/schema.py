@@ -11,7 +11,9 @@ data
     bytes (int: all tensors of every ``to_device`` call of the batch), copies (Int64: number of
     ``to_device`` calls), src_memory (str: what the DMA reads from, ``pageable`` / ``pinned`` /
     ``device`` / ``mixed``, as CUPTI's srcKind would say: a non-dense pinned tensor is first made
-    contiguous in pageable memory, so its DMA reads ``pageable``)
+    contiguous in pageable memory, so its DMA reads ``pageable``; with ``gpu_clock`` ``cupti``, it is
+    CUPTI's srcKind), gpu_clock (str: what timed the GPU columns: ``cupti`` (CUPTI's activity records),
+    ``events`` (CUDA events), ``none`` without a GPU)
 durations, ms
     fetch_ms      main thread blocked in ``next(loader)``
     pin_ms        the DataLoader pin step for this batch (pin thread, or main thread without workers)
@@ -22,8 +24,8 @@ durations, ms
     stage_ms      main thread's explicit staging into pinned memory (``staged`` mode)
     layout_ms     host time making non-dense sources (slices, ``expand()``, gaps) contiguous before
                   their copy: the copy torch's ``copy_`` would make inside the call; not DMA, not staging
-    h2d_ms        GPU time of the batch's copies on their stream (CUDA events): the first copy's start
-                  to the last copy's end
+    h2d_ms        GPU time of the batch's copies: the first copy's start to the last copy's end (CUPTI's
+                  memcpy records, or CUDA events on the copy's stream)
     h2d_gpu_ms    the batch's copies' GPU times summed (equals ``h2d_ms`` for one copy)
     h2d_call_ms   host time spent inside the copy calls, summed (blocks for pageable sources or
                   blocking copies)
@@ -31,7 +33,9 @@ durations, ms
                   ``h2d_ms`` of a pageable copy split into the DMA proper and the driver's hidden
                   staging (see ``profiler.timeline.split``); empty until a calibration is applied
     cpu_work_ms   user CPU work meant to overlap the copy (sum if entered several times)
-    compute_ms    user GPU work (CUDA events on the compute stream; host clock on a CPU device)
+    compute_ms    user GPU work: with CUPTI, the busy time of the kernels the step launched (the union of
+                  their intervals on the device); with events, the span between the compute stream's
+                  events; the host clock on a CPU device
     wait_ms       exposed transfer: for copies that block the host, the copy calls; for asynchronous
                   copies, the time from when the consumer asked for the data (``compute()`` entry, or the
                   batch's end) until the copy finished, 0 if it was already done
@@ -99,6 +103,7 @@ IDENTITY: dict[str, str] = {
     "bytes": "int64",
     "copies": "Int64",
     "src_memory": "str",
+    "gpu_clock": "str",
 }
 CONFIG: dict[str, str] = {
     "device": "str",
@@ -110,13 +115,15 @@ CONFIG: dict[str, str] = {
 }
 COUNTS: dict[str, str] = {"pin_faults": "Int64", "pin_allocs": "Int64"}
 # What a missing identity column means in a file from elsewhere (an nsys import, an older version).
-DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_size": 1}
+DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_size": 1, "gpu_clock": "unknown"}
 SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG, **COUNTS}
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 
 # Raw per-batch fields the recorder fills: host times in ms on the now_ms clock (``*_sum``: summed
-# durations of a phase entered several times), GPU times in ms elapsed since the first anchor event,
-# ``h2d_gsum`` the copies' GPU durations summed (NaN when absent).
+# durations of a phase entered several times). GPU times: with CUDA events (``gpu_clock`` NaN), ms
+# elapsed since the first anchor event; from CUPTI's records (``gpu_clock`` 1), host ms already.
+# ``h2d_gsum`` the copies' GPU durations summed, ``comp_gsum`` the step's kernels' busy time (CUPTI
+# only; NaN when absent).
 RAW_HOST = (
     "batch_s",
     "batch_e",
@@ -141,10 +148,11 @@ RAW_HOST = (
     "comp_sum",
     "request",
 )
-RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum")
+RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum", "comp_gsum", "gpu_clock")
 # Raw pin-step measures (``profiler.capture.pin_hook``): ms of thread CPU time, page faults, pinned
 # allocations and ms in them; NaN when the batch was not pinned while the hook was installed.
 RAW_PIN = ("pin_cpu", "pin_faults", "pin_allocs", "pin_alloc")
+CUPTI_CLOCK = 1.0  # raw ``gpu_clock`` of a row whose GPU fields came from CUPTI's records
 
 
 def empty_timeline() -> pd.DataFrame:

@@ -1,0 +1,123 @@
+"""Which clock times the GPU: CUDA events by default, CUPTI's activity records when asked.
+
+CUPTI is exact (each record is the copy or kernel as the device ran it; an event pair around a host
+call also times the host's dispatch: 0.164 ms against CUPTI's 0.0155 ms for the blocking copies of an
+Accelerate batch on the H200). ``PINPROF_BACKEND=cupti`` turns it on. It is not the default yet: on
+the H200 a resnet50 loop with 12 loader workers under it (``scripts/bench_profile_overhead.py``)
+printed nothing in 200 s, where it takes well under that with events; CUPTI calls the buffer
+callbacks, which need Python's lock, from its own threads, and a wait between the two is the
+suspect. Until that is found, the events stay the default.
+
+Asked for, CUPTI falls back to the events, and the report says why, where:
+
+- a CUDA tool is attached (``CUDA_INJECTION64_PATH``: Nsight Systems, whose CUPTI client refuses a
+  second one), or torch.profiler is running (enabling records under Kineto hung the process on the
+  H200);
+- libcupti cannot be loaded, or refuses to start;
+- torch.profiler runs for a while in the middle of the run: the recorder hands over
+  (``CuptiRecorder.release``), the batches meanwhile are timed with events, and it takes CUPTI back
+  when the profile ends (``CuptiRecorder.resume``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+from profiler.capture.cupti.lib import CuptiCallError, load
+from profiler.capture.cupti.recorder import CuptiRecorder
+from profiler.settings import current
+
+_recorder: CuptiRecorder | None = None
+_tried = False
+_why = ""
+_said = False
+
+
+def recorder(device: torch.device) -> CuptiRecorder | None:
+    """The process's CUPTI recorder, started on first use; None where the events time the GPU."""
+    global _recorder, _tried, _why
+    if device.type != "cuda":
+        return None
+    if not _tried:
+        _tried = True
+        _recorder, _why = _start()
+    return _recorder  # it may be handed over now and then (``active``): callers ask per batch
+
+
+def _start() -> tuple[CuptiRecorder | None, str]:
+    s = current()
+    if s.backend != "cupti":
+        return None, ""  # the default: nothing to say
+    if s.cuda_tool:
+        return None, "a CUDA tool is attached (Nsight Systems, or another CUPTI client): CUPTI's records are its"
+    if torch.autograd.profiler._is_profiler_enabled:
+        return None, "torch.profiler is running: its Kineto holds CUPTI"
+    cuda = torch.version.cuda
+    lib, why = load(cuda.split(".")[0] if cuda else None)
+    if lib is None:
+        return None, why
+    rec = CuptiRecorder(lib)
+    try:
+        rec.start()
+    except CuptiCallError as err:
+        return None, str(err)
+    _watch_torch_profiler()
+    return rec, ""
+
+
+def _watch_torch_profiler() -> None:
+    """torch.profiler (and ``torch.autograd.profiler.profile``) prepare Kineto in ``_prepare_trace``:
+    CUPTI is handed over just before, and taken back once the profile's ``__exit__`` has run (a
+    ``schedule`` runs the profiler in cycles: the batches between them are CUPTI's again)."""
+    profile = torch.autograd.profiler.profile
+    prepare, leave = profile._prepare_trace, profile.__exit__
+    if getattr(prepare, "_pinprof", False):
+        return
+
+    def _prepare_trace(self: Any) -> Any:
+        rec = _recorder
+        if rec is not None and rec.active:
+            rec.release("torch.profiler ran: the batches while it ran are timed with CUDA events")
+            self._pinprof_took = True
+        return prepare(self)
+
+    def __exit__(self: Any, *exc: Any) -> Any:
+        try:
+            return leave(self, *exc)
+        finally:
+            rec = _recorder
+            if getattr(self, "_pinprof_took", False) and rec is not None:
+                self._pinprof_took = False
+                rec.resume()
+
+    _prepare_trace._pinprof = True  # type: ignore[attr-defined]
+    profile._prepare_trace = _prepare_trace  # type: ignore[method-assign]
+    profile.__exit__ = __exit__  # type: ignore[method-assign]
+
+
+def describe() -> dict[str, Any]:
+    """For ``meta.json``: which clock timed the GPU, why not CUPTI where it did not, what CUPTI saw."""
+    if not _tried:
+        return {"backend": "events" if torch.cuda.is_available() else "none"}
+    rec = _recorder
+    if rec is None:
+        return {"backend": "events", **({"why": _why} if _why else {})}
+    info: dict[str, Any] = {"backend": "cupti" if rec.active else "cupti+events", **rec.summary()}
+    if rec.why_not:
+        info["why"] = rec.why_not
+    return info
+
+
+def say(echo: Any = None) -> None:
+    """One line on stderr, once, when CUPTI was asked for and the events timed the GPU instead."""
+    global _said
+    info = describe()
+    why = info.get("why")
+    if _said or not why:
+        return
+    _said = True
+    line = f"pinprof: GPU times from CUDA events, not CUPTI: {why}"
+    (echo or (lambda m: print(m, file=sys.stderr)))(line)

@@ -1,0 +1,11 @@
+"""CUPTI's activity records as pinprof's GPU clock: exact copy and kernel times from the device itself.
+
+- ``lib``: libcupti loaded through ctypes (torch's own ``nvidia-cuda-cupti`` wheel, so its version is
+  the CUDA runtime's), the few functions pinprof calls, and why it cannot be used when it cannot;
+- ``layout``: the records' binary layout, and raw activity buffers parsed into numpy columns;
+- ``attribute``: records to batches (a copy by its call, a kernel by the host time of its launch);
+- ``recorder``: the process's one CUPTI client: buffers, the clock offset, rows waiting for records,
+  the handover to torch.profiler.
+
+This ``__init__`` imports nothing, as ``profiler.capture``'s.
+"""

@@ -1,0 +1,398 @@
+"""The process's one CUPTI client: activity buffers in, per-batch GPU fields out.
+
+The loop's thread pays, per copy call, a tuple appended to its batch record, and per batch one
+``deque.append`` of what the batch did (``Pending``: its copy calls, its step's host windows, its
+end). Everything else runs where CUPTI hands buffers back (its own thread, every
+``FLUSH_PERIOD_MS`` or when a buffer fills) or when a timeline is read: a buffer is copied out and
+parsed with numpy (``layout``), its times moved onto the host clock, and the batches whose GPU work is
+surely over are attributed (``attribute``) and written into their profiler's store. Records are
+dropped once their batch is written, so memory stays bounded by the records of the last second or so.
+
+A batch is attributed once CUPTI has delivered a record that started ``LAG_NS`` after the batch
+ended on the host (its copies and kernels, queued before that, have then run), or at the end, after
+a synchronize and a forced flush.
+
+Another CUPTI client takes the records over: Nsight Systems refuses this one from the start
+(``CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED``), and torch.profiler's Kineto, started while
+this one runs, replaces its callbacks; started before, enabling records under it hung the process on
+the H200. So the recorder is not started while torch.profiler runs, and a torch.profiler started
+later first makes it hand over (``release``): what was recorded is attributed, and the batches that
+follow are timed with CUDA events (``profiler.capture.cuda.events``) until the profile ends and the
+recorder takes CUPTI back (``resume``; ``profiler.capture.backend``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from ctypes import POINTER, c_uint8
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from profiler.capture.cupti import attribute, layout
+from profiler.capture.cupti.lib import (
+    COMPLETED,
+    ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+    FLUSH_FORCED,
+    REQUESTED,
+    CuptiCallError,
+    Lib,
+)
+from profiler.capture.store import Store
+
+KERNEL, MEMCPY = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
+BUFFER_BYTES = 1 << 20  # about 4,800 kernel records: a callback's numpy work stays near a millisecond
+MAX_BUFFERS = 64  # 64 MiB in CUPTI's hands at most; past that CUPTI drops records and counts them
+FLUSH_PERIOD_MS = 500
+LAG_NS = 50_000_000
+TAKEN = "another CUPTI client (Nsight Systems or torch.profiler) holds the activity records"
+
+# One copy call: host start and end (ns, perf_counter clock) and what it should have copied.
+Call = tuple[int, int, tuple[attribute.Expect, ...]]
+
+
+@dataclass
+class Pending:
+    """A batch waiting for its records: where to write them and what to look for."""
+
+    store: Store
+    row: int
+    calls: list[Call]
+    windows: list[tuple[int, int]]  # host ns intervals whose kernel launches are the batch's step
+    end_ns: int
+
+
+@dataclass
+class Stats:
+    """What the recorder saw (``meta.json`` ``gpu_clock``)."""
+
+    buffers: int = 0
+    kernels: int = 0
+    copies: int = 0
+    calls: int = 0
+    unmatched_calls: int = 0
+    dropped: int = 0
+    record_sizes: dict[int, int] = field(default_factory=dict)
+    handovers: int = 0
+
+
+def _ns(ms: float) -> int:
+    return round(ms * 1e6)
+
+
+class CuptiClock:
+    """CUPTI's timestamps onto ``perf_counter_ns``: ``host = p + (cupti - c) / rate`` from the latest
+    paired read (p, c), the rate from the first and the latest.
+
+    CUPTI's own clock runs at one tick a ns (the rate is then exactly 1), but a client may register its
+    own: torch.profiler's Kineto registers the CPU's cycle counter (about 2.1 ticks a ns on the H200)
+    and leaves it registered after it ends, so the copies read 2.1 times too long and 11 s off until
+    the rate was measured. The first pair is taken whenever recording (re)starts."""
+
+    MIN_SPAN_NS = 20_000_000  # the rate from pairs at least this far apart (a pair is good to ~0.3 us)
+
+    def __init__(self, now: Callable[[], int]) -> None:
+        self._now = now  # CUPTI's clock
+        self.reset()
+
+    def _pair(self) -> tuple[int, int]:
+        best: tuple[int, int, int] | None = None
+        for _ in range(5):
+            a = time.perf_counter_ns()
+            c = self._now()
+            b = time.perf_counter_ns()
+            if best is None or b - a < best[0]:
+                best = (b - a, (a + b) // 2, c)
+        return best[1], best[2]  # type: ignore[index]
+
+    def reset(self) -> None:
+        self.first = self.last = self._pair()
+        self.rate = 1.0
+        self.measured = False
+
+    def update(self, wait: bool = False) -> None:
+        """A new pair; ``wait``: sleep, if need be, until the rate can be measured (the end of a run)."""
+        if wait and not self.measured:
+            short = self.MIN_SPAN_NS - (time.perf_counter_ns() - self.first[0])
+            if short > 0:
+                time.sleep(short / 1e9)
+        self.last = self._pair()
+        span = self.last[0] - self.first[0]
+        if span >= self.MIN_SPAN_NS:
+            rate = (self.last[1] - self.first[1]) / span
+            self.rate = 1.0 if abs(rate - 1.0) < 1e-4 else rate
+            self.measured = True
+
+    def to_host(self, cupti: np.ndarray) -> np.ndarray:
+        p, c = self.last
+        return p + np.round((cupti - c) / self.rate).astype(np.int64)
+
+
+class Records:
+    """Delivered records and the batches waiting for them; ``process`` attributes the batches whose
+    GPU work is surely over. No CUPTI call in here: a recording replays through it on a CPU."""
+
+    def __init__(self, stats: Stats) -> None:
+        self.stats = stats
+        self.frontier_ns = 0  # the latest start of a delivered record, host ns
+        self.incoming: deque[Pending] = deque()  # the loop appends; ``process`` pops
+        self._pending: list[Pending] = []
+        self._mem = layout.empty(MEMCPY)
+        self._ker = layout.empty(KERNEL)
+
+    def take(self, parsed: dict[int, dict[str, np.ndarray]], to_host: Callable[[np.ndarray], np.ndarray]) -> None:
+        """New records, moved onto the host clock by ``to_host``, into the pools."""
+        self.stats.buffers += 1
+        ker, mem = parsed[KERNEL], parsed[MEMCPY]
+        if len(ker["start"]):
+            ker = dict(ker)
+            ker["start"], ker["end"] = to_host(ker["start"]), to_host(ker["end"])
+            ker["queued"] = np.where(ker["queued"] > 0, to_host(ker["queued"]), 0)
+            self._ker = layout.concat([self._ker, ker], KERNEL)
+            self.stats.kernels += len(ker["start"])
+            self.frontier_ns = max(self.frontier_ns, int(ker["start"].max()))
+        if len(mem["start"]):
+            mem = dict(mem)
+            mem["start"], mem["end"] = to_host(mem["start"]), to_host(mem["end"])
+            self._mem = layout.concat([self._mem, mem], MEMCPY)
+            self.stats.copies += len(mem["start"])
+            self.frontier_ns = max(self.frontier_ns, int(mem["start"].max()))
+
+    def process(self, force: bool) -> None:
+        """Attribute the batches whose work is over (``force``: every batch waiting)."""
+        while self.incoming:
+            self._pending.append(self.incoming.popleft())
+        pending = self._pending
+        n = len(pending) if force else 0
+        if not force:
+            while n < len(pending) and pending[n].end_ns + LAG_NS <= self.frontier_ns:
+                n += 1
+        if n == 0:
+            return
+        ready, self._pending = pending[:n], pending[n:]
+        self._attribute(ready)
+
+    def _attribute(self, ready: list[Pending]) -> None:
+        mem = self._mem
+        order = np.argsort(mem["correlation"], kind="stable")
+        mem = layout.take(mem, order)
+        ker = self._ker
+        korder = np.argsort(ker["correlation"], kind="stable")
+        lo, hi = attribute.issue_bounds(mem["correlation"], ker["correlation"][korder], ker["queued"][korder])
+        # Calls of every ready batch in the order they were made.
+        flat = sorted(((c[0], c[1], c[2], i) for i, p in enumerate(ready) for c in p.calls), key=lambda t: t[0])
+        matched = attribute.match_copies([(s, e, x) for s, e, x, _ in flat], mem["bytes"], mem["start"], lo, hi)
+        used: list[int] = []
+        h2d: dict[int, list[int]] = {}
+        for (_, _, _expects, i), got in zip(flat, matched):
+            for k in got:
+                if k >= 0:
+                    h2d.setdefault(i, []).append(k)
+                    used.append(k)
+                else:
+                    self.stats.unmatched_calls += 1
+        # Kernels by the step window their launch fell in.
+        wins = sorted((s, e, i) for i, p in enumerate(ready) for s, e in p.windows)
+        ws = np.array([w[0] for w in wins], dtype=np.int64)
+        we = np.array([w[1] for w in wins], dtype=np.int64)
+        wrow = np.array([w[2] for w in wins], dtype=np.int64)
+        win = attribute.assign_kernels(ker["queued"], ws, we)
+        group = np.where(win >= 0, wrow[np.clip(win, 0, None)] if len(wrow) else -1, -1)
+        first, last, busy = attribute.per_group(group, ker["start"], ker["end"], len(ready))
+        for i, p in enumerate(ready):
+            ks = h2d.get(i)
+            if ks:
+                idx = np.array(ks)
+                kinds = {layout.MEMORY_KINDS.get(int(v), f"kind{int(v)}") for v in mem["src_kind"][idx]}
+                p.store.set_cupti(
+                    p.row,
+                    h2d=(
+                        float(mem["start"][idx].min()) / 1e6,
+                        float(mem["end"][idx].max()) / 1e6,
+                        float((mem["end"][idx] - mem["start"][idx]).sum()) / 1e6,
+                    ),
+                    src=kinds.pop() if len(kinds) == 1 else "mixed",
+                    comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6),
+                )
+            else:
+                p.store.set_cupti(p.row, h2d=None, src=None, comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6))
+        # What can no longer be any batch's: matched copies and those issued before the last match;
+        # kernels launched before the end of the last batch written.
+        keep_mem = np.ones(len(mem["start"]), dtype=bool)
+        if used:
+            keep_mem[: max(used) + 1] = False
+        self._mem = layout.take(mem, keep_mem)
+        horizon = max(p.end_ns for p in ready)
+        self._ker = layout.take(ker, (ker["queued"] > horizon) | (ker["queued"] == 0) & (ker["start"] > horizon))
+
+
+class CuptiRecorder:
+    """Started once per process (``start``); ``add`` takes each batch, ``collect`` brings the store up
+    to date, ``release`` hands CUPTI over."""
+
+    def __init__(self, lib: Lib) -> None:
+        self.lib = lib
+        self.active = False
+        self.why_not = ""  # set when it stopped or could not start: the line the report prints
+        self.stats = Stats()
+        self.sizes: dict[int, int] = {}
+        self.records = Records(self.stats)
+        self.clock = CuptiClock(lib.timestamp)
+        self.failure: str | None = None
+        # A recording for tests (scripts/record_cupti.py): raw buffers and batches, when a list is set.
+        self.tap: list[Any] | None = None
+        self._lock = threading.RLock()
+        self._free: list[ctypes.Array[c_uint8]] = []
+        self._live: dict[int, ctypes.Array[c_uint8]] = {}
+        # ctypes callbacks must outlive their registration
+        self._requested = REQUESTED(self._on_requested)
+        self._completed = COMPLETED(self._on_completed)
+
+    # -- life ---------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Register the buffers and enable the records; raises ``CuptiCallError`` (nothing left on)."""
+        lib = self.lib
+        try:
+            lib.call("cuptiActivityRegisterCallbacks", self._requested, self._completed)
+            lib.call("cuptiActivityEnableLatencyTimestamps", 1)  # kernel launch times (``queued``)
+            lib.call("cuptiActivityEnable", MEMCPY)
+            lib.call("cuptiActivityEnable", KERNEL)
+        except CuptiCallError as err:
+            self._disable()
+            if err.code == ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+                raise CuptiCallError(err.call, err.code, TAKEN) from None
+            raise
+        try:
+            lib.call("cuptiActivityFlushPeriod", FLUSH_PERIOD_MS)
+        except CuptiCallError:
+            pass  # older CUPTI: buffers come back when full, and at every collect
+        self.clock.reset()  # a client since may have registered a clock of its own
+        self.active = True
+
+    def _disable(self) -> None:
+        for kind in (MEMCPY, KERNEL):
+            try:
+                self.lib.call("cuptiActivityDisable", kind)
+            except CuptiCallError:
+                pass
+
+    def release(self, why: str) -> None:
+        """Stop recording (another client takes CUPTI over): what was recorded is attributed first."""
+        if not self.active:
+            return
+        try:
+            import torch
+
+            torch.cuda.synchronize()
+        except Exception:
+            pass
+        self.collect(force=True)
+        self._disable()
+        try:
+            self.lib.call("cuptiActivityFlushAll", FLUSH_FORCED)
+        except CuptiCallError:
+            pass
+        self.active = False
+        self.why_not = why
+        self.stats.handovers += 1
+
+    def resume(self) -> bool:
+        """Record again after a handover (torch.profiler ended); False, with why, where CUPTI refuses."""
+        if self.active:
+            return True
+        try:
+            self.start()
+        except CuptiCallError as err:
+            self.why_not = f"{self.why_not}; taking CUPTI back failed: {err}"
+            return False
+        return True
+
+    # -- the loop's side ----------------------------------------------------------------------------
+    def add(self, store: Store, row: int, calls: list[Call], windows: list[tuple[float, float]], end_ms: float) -> None:
+        """Batch ``row`` of ``store`` (times in host ms, as the recorder's)."""
+        self.stats.calls += len(calls)
+        p = Pending(store, row, calls, [(_ns(s), _ns(e)) for s, e in windows], _ns(end_ms))
+        if self.tap is not None:
+            self.tap.append(("batch", store, row, calls, p.windows, p.end_ns))
+        self.records.incoming.append(p)
+        store.wait_for_gpu(row)
+
+    # -- CUPTI's side -------------------------------------------------------------------------------
+    def _on_requested(self, buffer: Any, size: Any, max_records: Any) -> None:
+        try:
+            arr = self._free.pop() if self._free else None
+            if arr is None and len(self._live) < MAX_BUFFERS:
+                arr = (c_uint8 * BUFFER_BYTES)()
+            if arr is None:  # CUPTI then drops records, and counts them
+                size[0], max_records[0] = 0, 0
+                buffer[0] = POINTER(c_uint8)()  # NULL
+                return
+            self._live[ctypes.addressof(arr)] = arr
+            buffer[0] = ctypes.cast(arr, POINTER(c_uint8))
+            size[0], max_records[0] = BUFFER_BYTES, 0
+        except BaseException as err:
+            self._fail(err)
+
+    def _on_completed(self, ctx: Any, stream: int, buffer: Any, size: int, valid: int) -> None:
+        addr = ctypes.cast(buffer, ctypes.c_void_p).value or 0
+        arr = self._live.pop(addr, None)
+        try:
+            if valid and arr is not None:
+                raw = ctypes.string_at(addr, valid)
+                parsed = layout.parse(raw, self.sizes, lambda off: self.lib.record_size(arr, valid, off))
+                self.stats.record_sizes = dict(self.sizes)
+                with self._lock:
+                    self.clock.update(wait=True)  # off the loop's thread, or at the end of a run
+                    if self.tap is not None:
+                        self.tap.append(("buffer", raw, self.clock.last, self.clock.rate))
+                    self.records.take(parsed, self.clock.to_host)
+                    self.records.process(force=False)
+            self._count_dropped(ctx, stream)
+        except BaseException as err:
+            self._fail(err)
+        finally:
+            if arr is not None:
+                self._free.append(arr)
+
+    def _count_dropped(self, ctx: Any, stream: int) -> None:
+        dropped = ctypes.c_size_t()
+        try:
+            self.lib.call("cuptiActivityGetNumDroppedRecords", ctx, stream, ctypes.byref(dropped))
+            self.stats.dropped += int(dropped.value)
+        except CuptiCallError:
+            pass
+
+    def _fail(self, err: BaseException) -> None:
+        if self.failure is None:
+            self.failure = f"{type(err).__name__}: {err}"
+
+    # -- records ------------------------------------------------------------------------------------
+    def collect(self, force: bool = False) -> None:
+        """Bring every store up to date: buffers handed back now (``force``: also the ones CUPTI is
+        still filling; call it after a synchronize, so every batch so far is attributed)."""
+        if self.active:  # handed over: no new records, but batches that ended since may still wait
+            try:
+                self.lib.call("cuptiActivityFlushAll", FLUSH_FORCED if force else 0)
+            except CuptiCallError as err:
+                self._fail(err)
+        with self._lock:
+            self.records.process(force)
+
+    # -- what the report says -----------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "library": self.lib.path,
+            "records": {"kernels": s.kernels, "copies": s.copies, "buffers": s.buffers, "dropped": s.dropped},
+            "copy_calls": s.calls,
+            "unmatched_copy_calls": s.unmatched_calls,
+            "record_bytes": {("kernel" if k == KERNEL else "memcpy"): v for k, v in s.record_sizes.items()},
+            "cupti_ticks_per_ns": self.clock.rate,
+            "handed_to_torch_profiler": s.handovers,
+            "failure": self.failure,
+        }

@@ -1,0 +1,232 @@
+"""CUPTI's activity records, parsed and attributed to batches on a CPU: a recording made on the H200
+(``tests/data/h200_cupti``, ``scripts/record_cupti.py``) replayed through the same code, and the
+matching rules on made-up records where a rule is easier to see."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profiler.capture.cupti import attribute, layout
+from profiler.capture.cupti.recorder import CuptiClock, Pending, Records, Stats
+from profiler.capture.store import TEMPLATE, Store
+
+DATA = Path(__file__).parent / "data" / "h200_cupti"
+KERNEL, MEMCPY = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
+
+
+def recording() -> tuple[list[bytes], dict[str, Any]]:
+    rec = np.load(DATA / "recording.npz")
+    meta = json.loads(str(rec["meta"]))
+    raw = rec["buffer_bytes"].tobytes()
+    bounds = np.concatenate(([0], np.cumsum(rec["buffer_lengths"])))
+    return [raw[a:b] for a, b in itertools.pairwise(bounds)], meta
+
+
+def replay() -> tuple[dict[str, pd.DataFrame], Stats]:
+    """The recording through ``Records``, as the recorder ran it: every batch handed over, every
+    buffer moved onto the host clock by the pair CUPTI's clock had then, then the end (forced)."""
+    buffers, meta = recording()
+    sizes = {int(k): v for k, v in meta["sizes"].items()}
+    stats = Stats()
+    records = Records(stats)
+    stores: dict[str, Store] = {}
+    for b in meta["batches"]:
+        store = stores.setdefault(b["loop"], Store())
+        while len(store) <= b["row"]:
+            row = dict(TEMPLATE)
+            row["batch"] = len(store)
+            store.append(row)
+        store.wait_for_gpu(b["row"])
+        calls = [(s, e, tuple(tuple(x) for x in exp)) for s, e, exp in b["calls"]]
+        records.incoming.append(Pending(store, b["row"], calls, [tuple(w) for w in b["windows"]], b["end_ns"]))
+    for raw, clock in zip(buffers, meta["clocks"]):
+        p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
+
+        def to_host(v: np.ndarray, p: int = p, c: int = c, r: float = rate) -> np.ndarray:
+            return p + np.round((v - c) / r).astype(np.int64)
+
+        records.take(layout.parse(raw, dict(sizes)), to_host)
+        records.process(force=False)
+    records.process(force=True)
+    out = {}
+    for loop, store in stores.items():
+        cols = store.columns()
+        out[loop] = pd.DataFrame(
+            {
+                "h2d_gpu_ms": cols["h2d_gsum"],
+                "h2d_ms": cols["h2d_ge"] - cols["h2d_gs"],
+                "compute_ms": cols["comp_gsum"],
+                "src_memory": cols["src_memory"],
+                "gpu_clock": cols["gpu_clock"],
+            }
+        )
+        assert store.first_waiting() is None
+    return out, stats
+
+
+def test_the_recorded_buffers_parse_into_plausible_records() -> None:
+    buffers, meta = recording()
+    sizes = {int(k): v for k, v in meta["sizes"].items()}
+    assert sizes == {KERNEL: 216, MEMCPY: 96}  # CUDA 13's Kernel10 and Memcpy6
+    parsed = [layout.parse(raw, dict(sizes)) for raw in buffers]
+    ker = layout.concat([p[KERNEL] for p in parsed], KERNEL)
+    mem = layout.concat([p[MEMCPY] for p in parsed], MEMCPY)
+    assert len(ker["start"]) > 500 and len(mem["start"]) >= 24 * 4
+    assert (ker["start"] <= ker["end"]).all() and (ker["queued"] > 0).all()
+    assert (ker["queued"] <= ker["start"]).all()  # launched before it ran
+    assert (mem["start"] <= mem["end"]).all() and set(mem["src_kind"]) <= {1, 2}
+    # the recorded loops' copies: 1 MiB images and 8-byte labels, 256 KiB pageable batches, 256 KiB token ids
+    assert {1 << 20, 8, 256 << 10, 512} <= set(mem["bytes"].tolist())
+    # a buffer read with its record sizes unknown and no way to learn them is refused, not misread
+    with pytest.raises(layout.LayoutError, match="size is not known"):
+        layout.parse(buffers[0], {})
+
+
+def test_the_recording_replays_to_the_rows_the_h200_wrote() -> None:
+    got, stats = replay()
+    expected = pd.read_csv(DATA / "expected.csv")
+    assert stats.unmatched_calls == 0
+    for loop, scenario in (("pinned_nb", "pinned_nb"), ("pageable", "pageable"), ("auto", "Tokens/bs64/w2")):
+        exp = expected[expected.scenario == scenario].reset_index(drop=True)
+        mine = got[loop]
+        assert len(mine) == len(exp) == 24
+        assert (mine.gpu_clock == 1.0).all()
+        np.testing.assert_allclose(mine.h2d_gpu_ms, exp.h2d_gpu_ms, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(mine.h2d_ms, exp.h2d_ms, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(mine.compute_ms, exp.compute_ms, rtol=1e-9, atol=1e-9)
+        assert list(mine.src_memory) == list(exp.src_memory)
+
+
+@pytest.mark.parametrize("scenario", ["pinned_nb", "pageable", "Tokens/bs64/w2"])
+def test_each_row_holds_its_own_steps_kernels(scenario: str) -> None:
+    """Each recorded step ran k units of work (k from its batch, 1 to 4, out of step with the batch
+    number): every row's compute_ms sits on its own k's line, far closer than one unit."""
+    tl = pd.read_csv(DATA / "expected.csv")
+    tl = tl[(tl.scenario == scenario) & (tl.batch >= 1)]  # batch 0 pays the first launches (cuBLAS set-up)
+    a, b = np.polyfit(tl.k, tl.compute_ms, 1)
+    resid = tl.compute_ms - (a * tl.k + b)
+    assert a > 0.01  # ms per unit: a 256 x 1024 x 1024 fp32 matmul and its tanh
+    assert np.abs(resid).max() < 0.25 * a, (a, resid.abs().max())
+
+
+def test_copies_bytes_and_memory_kind_of_the_recorded_rows() -> None:
+    tl = pd.read_csv(DATA / "expected.csv")
+    kinds = tl.groupby("scenario").src_memory.unique().map(list).to_dict()
+    assert kinds == {"Tokens/bs64/w2": ["pinned"], "pageable": ["pageable"], "pinned_nb": ["pinned"]}
+    assert set(tl[tl.scenario == "Tokens/bs64/w2"].bytes) == {64 * 512 * 8 + 64 * 8}
+    assert (tl[tl.scenario == "Tokens/bs64/w2"].copies == 2).all()
+    assert (tl.h2d_gpu_ms <= tl.h2d_ms + 1e-9).all() and (tl.h2d_gpu_ms > 0).all()
+
+
+# -- the rules on made-up records -------------------------------------------------------------------
+def _kernel(start: int, end: int, queued: int, corr: int) -> bytes:
+    b = bytearray(216)
+    struct.pack_into("<I", b, 0, KERNEL)
+    struct.pack_into("<QQ", b, 16, start, end)
+    struct.pack_into("<I", b, 48, 7)
+    struct.pack_into("<I", b, 92, corr)
+    struct.pack_into("<Q", b, 120, queued)
+    return bytes(b)
+
+
+def _memcpy(start: int, end: int, nbytes: int, src: int, corr: int, copy_kind: int = 1) -> bytes:
+    b = bytearray(96)
+    struct.pack_into("<IBBB", b, 0, MEMCPY, copy_kind, src, 3)
+    struct.pack_into("<QQQ", b, 8, nbytes, start, end)
+    struct.pack_into("<II", b, 40, 7, corr)
+    return bytes(b)
+
+
+def test_runs_of_records_are_found_and_sizes_learned_once() -> None:
+    buf = _memcpy(1, 2, 8, 2, 1) + _kernel(3, 4, 2, 2) * 40 + _memcpy(5, 6, 8, 2, 3, copy_kind=2) + _kernel(7, 8, 6, 4)
+    asked: list[int] = []
+
+    def size_at(off: int) -> int:
+        asked.append(off)
+        return 216 if struct.unpack_from("<I", buf, off)[0] == KERNEL else 96
+
+    sizes: dict[int, int] = {}
+    assert layout.runs(buf, sizes, size_at) == [
+        (MEMCPY, 0, 1),
+        (KERNEL, 96, 40),
+        (MEMCPY, 96 + 40 * 216, 1),
+        (KERNEL, 192 + 40 * 216, 1),
+    ]
+    assert asked == [0, 96]  # each kind's size asked once
+    parsed = layout.parse(buf, sizes)
+    assert len(parsed[KERNEL]["start"]) == 41
+    assert parsed[MEMCPY]["bytes"].tolist() == [8]  # the device-to-host copy is dropped
+    with pytest.raises(layout.LayoutError, match="kind 5"):
+        layout.parse(struct.pack("<I", 5) + bytes(92), {})
+    with pytest.raises(layout.LayoutError, match="expected a multiple of 8"):
+        layout.parse(_kernel(1, 2, 1, 1), {}, lambda off: 100)
+
+
+def test_a_foreign_copy_of_the_same_size_is_passed_over() -> None:
+    """A copy made by another thread just before the loop's call, with the same size, and still running
+    on the device when the call began: the kernels around it in correlation order show it was issued
+    before the call, so the call gets its own record."""
+    corr = np.array([10, 20])
+    start = np.array([1_200_000, 1_300_000])  # both ran on the device after the call began (1.1 ms)
+    nbytes = np.array([4096, 4096])
+    ker_corr = np.array([9, 11, 19, 21])
+    ker_queued = np.array([900_000, 950_000, 1_150_000, 1_250_000])  # launches around each copy
+    lo, hi = attribute.issue_bounds(corr, ker_corr, ker_queued)
+    assert lo.tolist() == [900_000, 1_150_000] and hi.tolist() == [950_000, 1_250_000]
+    got = attribute.match_copies([(1_100_000, 1_200_000, ((4096,),))], nbytes, start, lo, hi, slack_ns=10_000)
+    assert got == [[1]]
+    # with no kernels to bracket them, the first record of the size that started after the call wins
+    lo, hi = attribute.issue_bounds(corr, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
+    assert attribute.match_copies([(1_100_000, 1_200_000, ((4096,),))], nbytes, start, lo, hi) == [[0]]
+
+
+def test_a_call_matches_either_size_of_a_converting_copy_and_never_goes_back() -> None:
+    np.arange(4)
+    nbytes = np.array([100, 400, 100, 50])
+    start = np.array([10, 20, 30, 40]) * 1000
+    lo, hi = np.full(4, -np.inf), np.full(4, np.inf)
+    calls = [(0, 25_000, ((400, 100),)), (25_000, 60_000, ((100,), (7,)))]
+    assert attribute.match_copies(calls, nbytes, start, lo, hi, slack_ns=0) == [[0], [2, -1]]
+
+
+def test_kernels_go_to_the_window_they_were_launched_in_and_busy_time_is_a_union() -> None:
+    queued = np.array([5, 15, 25, 0, 40])
+    assert attribute.assign_kernels(queued, np.array([0, 20]), np.array([10, 30])).tolist() == [0, -1, 1, -1, -1]
+    group = np.array([0, 0, 0, 2, 2, 1])
+    start = np.array([0, 5, 20, 100, 100, 50])
+    end = np.array([10, 8, 30, 110, 105, 60])
+    first, last, busy = attribute.per_group(group, start, end, 4)
+    assert first.tolist()[:3] == [0, 50, 100] and last.tolist()[:3] == [30, 60, 110]
+    assert busy.tolist()[:3] == [20, 10, 10] and np.isnan(busy[3])
+
+
+def test_the_clock_rate_is_measured_when_another_client_set_its_own() -> None:
+    """Kineto's clock (the CPU's cycle counter, 2.1 ticks a ns on the H200) stays registered after
+    torch.profiler ends: durations are divided by the measured rate, not read as ns."""
+    import time
+
+    t0 = time.perf_counter_ns()
+
+    def ticks() -> int:
+        return round((time.perf_counter_ns() - t0) * 2.1) + 10**12
+
+    clock = CuptiClock(ticks)
+    time.sleep(0.03)
+    clock.update()
+    assert clock.measured and abs(clock.rate - 2.1) < 1e-3
+    now = ticks()
+    host = clock.to_host(np.array([now, now + 2_100_000]))
+    assert abs(int(host[1] - host[0]) - 1_000_000) < 2_000  # 2.1 M ticks are 1 ms
+    assert abs(int(host[0]) - time.perf_counter_ns()) < 5_000_000
+    same = CuptiClock(time.perf_counter_ns)  # CUPTI's own clock: one tick a ns, the rate exactly 1
+    time.sleep(0.03)
+    same.update()
+    assert same.rate == 1.0
