@@ -1,46 +1,141 @@
-"""Files written atomically: a crash mid-write leaves the previous good file (or none), never half a CSV.
+"""Every file pinprof writes, and every file it reads beyond a report, goes through here.
 
-Each file is written to a temporary name in the same folder, flushed to disk and renamed over the
-target. Any layer may write through these (pandas and the standard library only).
+Writing: each file is written to a temporary name in the same folder (made with O_EXCL), flushed to
+disk and renamed over the target, so a crash mid-write leaves the previous good file (or none), never
+half a CSV; a target that is a link, a device, a FIFO or a folder is refused, never written through
+(a ``gantt.png`` linked to another file, planted in a folder another user made, would otherwise
+overwrite that file). A log written while a program runs (``TempFile``) goes to a temporary name too,
+renamed when it is complete.
+
+Reading (``read_bounded``): the file is opened without following a link at its last component and
+without blocking, checked to be a regular file of at most a given size, and read no further than
+that: a lock file linked to ``/dev/zero`` took 23.7 GB of memory, a FIFO hung forever.
+
+Any layer may use these (pandas and the standard library only).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
-from profiler.errors import OutputNotWritableError
+from profiler.errors import OutputNotWritableError, ReportError
 
 # mkstemp makes its file 0600; the report gets the mode any new file of the user's would (umask).
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    path = Path(path)
-    # The rename would replace a symlink (not what it points to) or a device node: refuse both.
+def _check_target(path: Path) -> None:
+    # The rename would replace a symlink (not what it points to) or a device node: refuse both, and
+    # say so before anything is written.
     if path.is_symlink() or (path.exists() and not path.is_file()):
         raise OutputNotWritableError(
-            f"{path}: not a regular file (a link, device or folder); pinprof writes files only"
+            f"{path}: not a regular file (a link, device, FIFO or folder); pinprof writes files only, "
+            "remove it or choose another folder"
         )
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` through a temporary file and a rename (see the module docstring)."""
+    path = Path(path)
+    _check_target(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        _check_target(path)  # planted while we wrote: still not replaced
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"write_text_atomic takes text, not {type(text).__name__}")
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+class TempFile:
+    """A text file written as it goes (a log) under a temporary name in ``path``'s folder, renamed over
+    ``path`` by ``commit``; if the process dies first, ``.<name>.<random>.tmp`` holds what was written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        _check_target(self.path)
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        self.file: IO[str] = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
+
+    def commit(self) -> None:
+        self.file.close()
+        _check_target(self.path)
+        os.replace(self.tmp, self.path)
+
+
+def _open_guarded(path: Path, what: str) -> int:
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError as err:
+        raise ReportError(f"{path}: no such {what}") from err
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ReportError(f"{path}: a symbolic link, not a {what}; pinprof does not follow links here") from err
+        raise ReportError(f"{path}: the {what} cannot be read ({err.strerror or err})") from err
+
+
+def _check_open(fd: int, path: Path, limit: int, what: str) -> None:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise ReportError(f"{path}: not a regular file (a FIFO, device, socket or folder); not a {what}")
+    if st.st_size > limit:
+        raise ReportError(f"{path}: {st.st_size} bytes, more than a {what} holds ({limit} at most)")
+
+
+def check_file(path: Path, limit: int, what: str = "file") -> Path:
+    """``path`` if it is a regular file, not a link, of at most ``limit`` bytes, for a reader that opens
+    it by name (SQLite); refused in one line otherwise."""
+    fd = _open_guarded(Path(path), what)
+    try:
+        _check_open(fd, Path(path), limit, what)
+    finally:
+        os.close(fd)
+    return Path(path)
+
+
+def read_bounded(path: Path, limit: int, what: str = "file") -> bytes:
+    """The bytes of ``path``, refused in one line (``ReportError``) unless it is a regular file, not a
+    link, of at most ``limit`` bytes (see the module docstring). ``what`` names it in the messages."""
+    path = Path(path)
+    fd = _open_guarded(path, what)
+    try:
+        _check_open(fd, path, limit, what)
+        chunks, got = [], 0
+        while got <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        if got > limit:
+            raise ReportError(f"{path}: grew past {limit} bytes while being read; not a {what}")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def csv_text(frame: pd.DataFrame, header: bool = True) -> str:

@@ -101,7 +101,8 @@ def test_a_lightning_fetcher_one_batch_ahead_is_found_and_said(tmp_path: Path) -
     tl = read_timeline(out)
     assert list(tl.copies) == [0] + [2] * 6  # 7 fetches for 6 steps; each step's copies one row later
     assert meta_of(out)["one_ahead"] == ["Stream/bs8/w0"]
-    assert "Stream/bs8/w0: the loop fetches each batch before it copies the one before" in run.stdout
+    assert "Stream/bs8/w0: the loop fetches each batch before it copies the one before" in run.stderr
+    assert run.stdout == "fit 6 steps\n"  # the program's output alone: pinprof's lines go to stderr
 
 
 def test_a_lightning_fit_that_raises_with_the_callback(tmp_path: Path) -> None:

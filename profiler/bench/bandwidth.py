@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,8 +25,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from profiler.atomic import read_bounded, write_csv, write_text_atomic
 from profiler.capture.cuda.events import elapsed_ms
 from profiler.capture.environment import driver_version
+from profiler.errors import ReportError
+from profiler.report.files import parse_calibration
 from profiler.settings import current
 from profiler.units import GiB, KiB, MiB, format_size, parse_size
 
@@ -143,12 +147,26 @@ def cache_key(device: torch.device) -> str:
     return hashlib.sha1(ident.encode()).hexdigest()[:12]
 
 
+def _read_cache(path: Path) -> pd.DataFrame:
+    """The cached calibration, or an empty one where there is none or it is not one (said in a line:
+    the sizes are measured again)."""
+    empty = pd.DataFrame(columns=["bytes", "pinned_GBps", "pageable_GBps"])
+    if not (path.exists() or path.is_symlink()):
+        return empty
+    try:
+        cal = parse_calibration(read_bounded(path, 16 << 20, "calibration cache"), path)
+    except ReportError as err:
+        print(f"pinprof: {err}; measuring again", file=sys.stderr)
+        return empty
+    return cal if "pageable_GBps" in cal else empty
+
+
 def calibration(sizes: Sequence[int], device: torch.device, cache_dir: Path | None = None) -> pd.DataFrame:
     """Pinned and pageable H2D rates at ``sizes`` (columns bytes, pinned_GBps, pageable_GBps),
     cached per device, driver and torch version under ``cache_dir`` (default ~/.cache/pinprof)."""
     cache_dir = Path(cache_dir or current().cache_dir)
     path = cache_dir / f"calibration-{cache_key(device)}.csv"
-    cached = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["bytes", "pinned_GBps", "pageable_GBps"])
+    cached = _read_cache(path)
     missing = sorted({int(s) for s in sizes} - set(cached.bytes.astype(int)))
     if missing:
         rows = []
@@ -158,8 +176,8 @@ def calibration(sizes: Sequence[int], device: torch.device, cache_dir: Path | No
         cached = pd.concat([cached, pd.DataFrame(rows)], ignore_index=True).sort_values("bytes")
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
-            cached.to_csv(path, index=False)
-            (cache_dir / "README.json").write_text(json.dumps({"what": "pinprof bandwidth calibration cache"}))
+            write_csv(cached, path)
+            write_text_atomic(cache_dir / "README.json", json.dumps({"what": "pinprof bandwidth calibration cache"}))
         except OSError:
             pass  # an unwritable cache only costs a re-measurement next time
     return cached[cached.bytes.isin([int(s) for s in sizes])].reset_index(drop=True)

@@ -1,7 +1,10 @@
 """``pinprof profile -- python train.py ARGS``: a user's program run in this process, profiled as it is.
 
-The program runs through ``runpy`` (as ``python script.py`` or ``python -m module`` would run it, with
-its own ``sys.argv``) while the automatic hooks (``profiler.capture.auto_hooks``) record its batches.
+The program runs as ``python script.py`` or ``python -m module`` would run it: its own ``sys.argv``,
+the same ``sys.path[0]`` (the script's folder, or the current folder for ``-m``), and a ``__main__``
+with the globals Python gives it (an absolute ``__file__``, a source loader, ``__builtins__`` the
+module); its standard output is its own (pinprof's lines go to standard error). Meanwhile the
+automatic hooks (``profiler.capture.auto_hooks``) record its batches.
 The report folder is written when the program ends, however it ends: a normal end or ``sys.exit``,
 an exception (printed as Python would, then exit status 1), Ctrl-C (130) or SIGTERM (143); the
 last three leave ``"partial": true`` in meta.json. Under torchrun every rank writes
@@ -10,9 +13,15 @@ last three leave ``"partial": true`` in meta.json. Under torchrun every rank wri
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
+import io
+import os
+import re
 import runpy
 import sys
 import traceback
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +49,18 @@ class Target:
     argv: list[str]
 
 
+# What names an interpreter: python, python3, python3.12 (a path to one too), not a script named python_x.py.
+_INTERPRETER = re.compile(r"^python(\d+(\.\d+)*)?$")
+
+
+def is_interpreter(arg: str) -> bool:
+    return bool(_INTERPRETER.match(Path(arg).name)) and not arg.endswith(".py")
+
+
 def parse_target(command: Sequence[str]) -> Target:
     """``[python] script.py ARGS`` or ``[python] -m module ARGS`` (after ``--``)."""
     cmd = list(command[1:] if command[:1] == ["--"] else command)
-    if cmd and Path(cmd[0]).name.startswith("python"):
+    if cmd and is_interpreter(cmd[0]):
         cmd = cmd[1:]
     if not cmd:
         raise UsageError("give the program after --, e.g. pinprof profile -- python train.py --epochs 1")
@@ -53,9 +70,32 @@ def parse_target(command: Sequence[str]) -> Target:
         return Target("module", cmd[1], cmd[1:])
     if cmd[0].startswith("-"):
         raise UsageError(f"python option {cmd[0]!r} is not supported here; give the script (or -m module) first")
-    if not Path(cmd[0]).is_file():
+    if not Path(cmd[0]).is_file() and not Path(cmd[0], "__main__.py").is_file():
         raise UsageError(f"{cmd[0]!r} is not a file; give the training script to run, e.g. train.py")
     return Target("path", cmd[0], cmd)
+
+
+def _run_source(path: str) -> None:
+    """A Python source file as ``python path`` runs it: in a ``__main__`` module of its own."""
+    path = os.path.abspath(path)
+    with io.open_code(path) as fh:
+        code = compile(fh.read(), path, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(
+        __file__=path,
+        __builtins__=builtins,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+        __package__=None,
+        __spec__=None,
+        __cached__=None,
+    )
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main  # pickling and spawned workers find the script's classes here
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def _run(target: Target) -> None:
@@ -64,9 +104,14 @@ def _run(target: Target) -> None:
     try:
         if target.kind == "path":
             sys.path.insert(0, str(Path(target.name).resolve().parent))  # as python puts the script's folder first
-            runpy.run_path(target.name, run_name="__main__")
+            if Path(target.name).is_file() and not target.name.endswith((".zip", ".pyz", ".pyc")):
+                _run_source(target.name)
+            else:  # a folder or a zip archive with a __main__.py
+                sys.argv[0] = os.path.abspath(target.name)
+                runpy.run_path(target.name, run_name="__main__")
         else:
-            runpy.run_module(target.name, run_name="__main__", alter_sys=True)
+            sys.path.insert(0, os.getcwd())  # as python -m puts the current folder first
+            runpy.run_module(target.name, init_globals={"__builtins__": builtins}, run_name="__main__", alter_sys=True)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
 
@@ -81,9 +126,29 @@ def _exit_code(err: SystemExit) -> int:
     return 1
 
 
+def _keep_on_exit(session: AutoSession) -> tuple[object, object]:
+    """``os._exit`` skips every ``finally`` and ``atexit``: while the program runs, it first appends the
+    batches completed so far to the journal (in this process only; forked workers inherit the patch
+    and call it too)."""
+    original, pid = os._exit, os.getpid()
+
+    def _exit(code: int) -> None:
+        if os.getpid() == pid:
+            try:
+                session.stop_writer()
+                session.flush()
+            except BaseException:
+                pass
+        original(code)
+
+    os._exit = _exit  # type: ignore[assignment]
+    return original, _exit
+
+
 def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None, str | None]:
     """Run ``target`` with the hooks on; (exit status, what interrupted it, its error text)."""
     previous = install_sigterm()
+    original_exit, ours = _keep_on_exit(session)
     auto_hooks.start(session)
     try:
         _run(target)
@@ -101,6 +166,8 @@ def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None,
     finally:
         auto_hooks.stop()
         restore_sigterm(previous)
+        if os._exit is ours:
+            os._exit = original_exit  # type: ignore[assignment]
 
 
 def default_out(target: Target) -> Path:
@@ -117,9 +184,10 @@ def profile(
     device: str | None = None,
     nvtx: bool = True,
     plots: bool = True,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] | None = None,
 ) -> int:
     """Profile ``command`` (see the module docstring); returns the program's exit status."""
+    echo = echo or _to_stderr  # the program's standard output stays its own
     target = parse_target(command)
     ranks = rank_info()
     if ranks["world_size"] > 1 and out is None:
@@ -141,16 +209,29 @@ def profile(
             journal=Journal(folder / files.TIMELINE),
         )
         code, why, error = run_profiled(target, session)
-        write_session_report(
-            session,
-            out,
-            ["pinprof", "profile", "--", *target.argv],
-            interrupted_by=why,
-            error=error,
-            exit_status=code,
-            plots=plots,
-            echo=echo,
-        )
+        try:
+            write_session_report(
+                session,
+                out,
+                ["pinprof", "profile", "--", *target.argv],
+                interrupted_by=why,
+                error=error,
+                exit_status=code,
+                plots=plots,
+                echo=echo,
+            )
+        except OSError as err:  # a full disk: what the journal kept stays, the program's status is returned
+            journal = session.journal
+            kept = journal.rows if journal is not None else 0
+            echo(
+                f"pinprof: the report could not be written into {folder}/ ({err.strerror or err}"
+                f"{': ' + str(err.filename) if err.filename else ''}); {journal.path if journal else folder} "
+                f"keeps the {kept} batches appended before, of {session.batches} measured"
+            )
     finally:
         release(lock)
     return code
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)

@@ -23,6 +23,7 @@ after ``limit`` batches of a loader, its later batches are not recorded.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -88,15 +89,21 @@ class AutoSession:
         self._keep: list[Any] = []  # the datasets keyed by id: kept alive, so no id is reused
         self.cur: tuple[TransferProfiler, dict[str, Any]] | None = None
         self.batches = 0
-        # Completed batches go to the journal when ``flush`` says: a kill -9 leaves them on disk.
+        # Completed batches go to the journal every ``flush`` interval (PINPROF_FLUSH_S, 2 s) from a
+        # thread of their own (``rows.JournalWriter``): a kill -9 loses at most the last interval, and
+        # the loop's thread pays nothing for the appends (on the H200 an append cost 10-20 ms of it).
         self.journal = journal
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
+        self.journal_error: str | None = None  # why appends stopped (a full disk), said once
+        self._writer = rows.JournalWriter(self.flush, self.clock.every_ms / 1e3) if journal is not None else None
         self._ahead = OneAhead()
         self.lagging = self._ahead.found  # scenarios of a loop one batch ahead (capture.one_ahead)
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
+        if self._writer is not None:
+            self._writer.start()
 
     # -- batch boundaries ---------------------------------------------------------------------------
     def profiler_for(self, it: Any) -> TransferProfiler:
@@ -187,16 +194,32 @@ class AutoSession:
         self.batches += 1
         if len(prof._pending) >= 8:  # amortise: read finished events a few batches at a time
             prof._pending.resolve(prof._anchor)
-        if self.journal is not None and rec["batch_e"] >= self.clock.due_ms:
-            self.flush()
 
     def flush(self) -> None:
-        """Append every loader's batches completed since the last flush to the journal."""
+        """Append every loader's batches completed since the last flush to the journal (the writer's
+        thread, or the end of the run). A full disk stops the appends, not the profile: the rows
+        appended before stay, and one line says where and how many."""
+        journal = self.journal
+        if journal is None or self.journal_error is not None:
+            return
         started = now_ms()
-        for key, prof in self.profs.items():
-            frame, self._flushed[key] = rows.completed(prof, self._flushed.get(key, 0))
-            self.journal.append(frame)  # type: ignore[union-attr]
+        try:
+            for key, prof in list(self.profs.items()):  # the loop's thread may add a loader meanwhile
+                frame, done = rows.completed(prof, self._flushed.get(key, 0))
+                journal.append(frame)
+                self._flushed[key] = done
+        except OSError as err:
+            self.journal_error = (
+                f"{journal.path}: {err.strerror or err}; appends stopped with {journal.rows} batches on disk "
+                "(kept), the run goes on measuring in memory"
+            )
+            print(f"pinprof: {self.journal_error}", file=sys.stderr)
         self.clock.flushed(started)
+
+    def stop_writer(self) -> None:
+        """Stop the journal's thread (the run ended, or is exiting), after its append in progress."""
+        if self._writer is not None:
+            self._writer.stop()
 
     # -- copies ---------------------------------------------------------------------------------
     def takes_over(self, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:
@@ -294,6 +317,7 @@ class AutoSession:
     # -- the end ----------------------------------------------------------------------------------
     def close(self) -> pd.DataFrame:
         """End the current batch, stop watching pins, and return every loader's timeline."""
+        self.stop_writer()
         self.end_batch()
         PIN_HOOK.uninstall()
         frames = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 import torch
@@ -38,6 +39,7 @@ class PendingEvents:
     def __init__(self, store: Store, pool: EventPool | None) -> None:
         self._store, self._pool = store, pool
         self._queue: deque[Entry] = deque()
+        self._lock = threading.Lock()  # the loop's thread and the journal's both read events
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -51,6 +53,10 @@ class PendingEvents:
 
     def resolve(self, anchor: Anchor | None, block: bool = False) -> None:
         """Read the events of finished batches (never waits unless ``block``) and recycle them."""
+        with self._lock:
+            self._resolve(anchor, block)
+
+    def _resolve(self, anchor: Anchor | None, block: bool) -> None:
         queue = self._queue
         while queue:
             row, copies, comp_start, comp_end = queue[0]

@@ -3,6 +3,9 @@ the last read (``completed``, for the journal a run keeps on disk: ``profiler.re
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -120,3 +123,29 @@ class Flusher:
         frame, self._start = completed(self._prof, self._start)
         self._journal.append(frame)
         self.clock.flushed(started)
+
+
+class JournalWriter(threading.Thread):
+    """Calls ``flush`` every ``every_s`` seconds from its own thread until ``stop``: the journal's
+    appends (a timeline built for the batches completed since the last, then one write) cost the
+    loop's thread nothing, so their interval need not stretch, and a ``kill -9`` loses at most the
+    last interval. What the loop's thread and this one share is locked: the store's arrays
+    (``Store``), the events not read yet (``PendingEvents``)."""
+
+    def __init__(self, flush: Callable[[], None], every_s: float) -> None:
+        super().__init__(name="pinprof-journal", daemon=True)
+        self._flush, self.every_s = flush, every_s
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.wait(self.every_s):
+            try:
+                self._flush()
+            except Exception as err:
+                print(f"pinprof: the journal stopped ({type(err).__name__}: {err}); the run goes on", file=sys.stderr)
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout=60)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections import deque
 from operator import itemgetter
@@ -61,16 +62,20 @@ class Store:
         self._gpu = array("d")
         self._kinds: list[str] = []
         self._waiting: deque[int] = deque()  # rows whose CUPTI records are not attributed yet, in order
+        # The journal's thread reads the arrays while the loop appends: a numpy view of an array that
+        # is growing would make the append fail (an exporting array cannot resize).
+        self._lock = threading.Lock()
 
     def append(self, rec: dict[str, Any]) -> int:
         """Store one batch's record; returns its row number."""
-        n = len(self._kinds)
-        if len(self._host) != n * _H or len(self._gpu) != n * _G:
-            self._cut(n)  # a row torn by a signal (Ctrl-C, SIGTERM) and then caught: drop it
-        self._host.extend(_numeric_row(rec))
-        self._gpu.extend(_GPU_NAN)
-        self._kinds.append(rec["src_memory"])  # last: a row counts once this is done
-        return n
+        with self._lock:
+            n = len(self._kinds)
+            if len(self._host) != n * _H or len(self._gpu) != n * _G:
+                self._cut(n)  # a row torn by a signal (Ctrl-C, SIGTERM) and then caught: drop it
+            self._host.extend(_numeric_row(rec))
+            self._gpu.extend(_GPU_NAN)
+            self._kinds.append(rec["src_memory"])  # last: a row counts once this is done
+            return n
 
     def set_gpu(self, row: int, field: int, value: float) -> None:
         """GPU field ``RAW_GPU[field]`` of ``row``, in ms since the first anchor."""
@@ -117,8 +122,11 @@ class Store:
     def tail(self, n: int) -> dict[str, np.ndarray]:
         """The numeric host fields of the last ``n`` complete rows (copies: an array that exports its
         buffer cannot grow, so no view outlives this call)."""
-        rows = min(len(self._kinds), len(self._host) // _H)
-        host = np.frombuffer(self._host, dtype=float, count=rows * _H).reshape(rows, _H)[rows - min(n, rows) :].copy()
+        with self._lock:
+            rows = min(len(self._kinds), len(self._host) // _H)
+            view = np.frombuffer(self._host, dtype=float, count=rows * _H).reshape(rows, _H)
+            host = view[rows - min(n, rows) :].copy()
+            del view
         return {k: host[:, j] for j, k in enumerate(NUMERIC)}
 
     def host_medians(self, n: int) -> dict[str, float]:
@@ -143,17 +151,21 @@ class Store:
         A signal runs its handler between any two bytecodes, so it can interrupt ``append`` half way;
         the torn last row is dropped rather than failing the report.
         """
-        n = len(self)
-        stop = n if stop is None else min(stop, n)
-        start = min(start, stop)
-        host = np.frombuffer(self._host, dtype=float, count=n * _H).reshape(n, _H)[start:stop]
-        gpu = np.frombuffer(self._gpu, dtype=float, count=n * _G).reshape(n, _G)[start:stop]
-        out: dict[str, Any] = {k: host[:, j].copy() for j, k in enumerate(NUMERIC)}
-        out.update({k: gpu[:, j].copy() for j, k in enumerate(RAW_GPU)})
+        with self._lock:
+            n = len(self)
+            stop = n if stop is None else min(stop, n)
+            start = min(start, stop)
+            hview = np.frombuffer(self._host, dtype=float, count=n * _H).reshape(n, _H)
+            gview = np.frombuffer(self._gpu, dtype=float, count=n * _G).reshape(n, _G)
+            host, gpu = hview[start:stop].copy(), gview[start:stop].copy()
+            kinds = self._kinds[start:stop]
+            del hview, gview  # no view outlives the lock: the loop's next append may grow the arrays
+        out: dict[str, Any] = {k: host[:, j] for j, k in enumerate(NUMERIC)}
+        out.update({k: gpu[:, j] for j, k in enumerate(RAW_GPU)})
         out["batch"] = out["batch"].astype(np.int64)
         out["bytes"] = out["bytes"].astype(np.int64)
         out["copies"] = out["copies"].astype(np.int64)
         out["warmup"] = [bool(v) for v in out["warmup"]]
         out["copy_sync"] = [bool(v) for v in out["copy_sync"]]
-        out["src_memory"] = self._kinds[start:stop]
+        out["src_memory"] = kinds
         return out

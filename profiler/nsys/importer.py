@@ -99,7 +99,11 @@ def _batch_ranges(nvtx: pd.DataFrame) -> pd.DataFrame:
             "no `batch <n>` NVTX ranges found: was the program wrapped with "
             "TransferProfiler.batches(), and traced with --trace=nvtx?"
         )
-    batches["batch"] = batches.name.str.extract(BATCH.pattern)[0].astype(int)
+    numbers = batches.name.str.extract(BATCH.pattern)[0]
+    huge = numbers.str.len() > 15  # past 2**53 (and int64's end): no batch pinprof numbers
+    if huge.any():
+        raise ReportError(f"NVTX range {batches.name[huge].iloc[0][:40]!r}: a batch number pinprof never writes")
+    batches["batch"] = numbers.astype("int64")
     loops = nvtx[names.str.match(LOOP.pattern)]
     loop_of = owner(loops, batches.tid, batches.start, batches.end)
     loop_names = loops.name.reindex(loop_of).fillna("").astype(str).to_numpy()

@@ -21,12 +21,12 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from profiler.atomic import TempFile, check_file
 from profiler.errors import NsysError
 from profiler.nsys.compare import compare
 from profiler.nsys.importer import import_sqlite
 from profiler.nsys.schema import MAX_EXPORT_BYTES
 from profiler.report import files as report_io
-from profiler.report.files import regular_file
 from profiler.settings import current
 
 HOW_TO_GET = (
@@ -93,7 +93,7 @@ def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
     path = Path(path)
     if path.suffix not in (".sqlite", ".nsys-rep", ".qdstrm"):
         raise NsysError(f"{path}: expected a .sqlite, .nsys-rep or .qdstrm file (what nsys writes)")
-    regular_file(path, MAX_EXPORT_BYTES)  # before looking for nsys: a missing file is the first thing to say
+    check_file(path, MAX_EXPORT_BYTES, "Nsight Systems capture")  # before looking for nsys: the first thing to say
     if path.suffix == ".sqlite":
         return path
     nsys = nsys or find_nsys()
@@ -163,20 +163,26 @@ def profile(command: Sequence[str], out: Path, gpu: bool, capture_range: str | N
     nsys = find_nsys()
     out.mkdir(parents=True, exist_ok=True)
     named: list[str] = []
-    with open(out / "nsys.log", "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(
-            profile_args(nsys, out, command, gpu, capture_range),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            log.write(line)
-            named += _GENERATING.findall(line)
-        code = proc.wait()
+    # Written under a temporary name and renamed at the end (profiler.atomic): never through a planted
+    # link or into a FIFO named nsys.log.
+    log_file = TempFile(out / "nsys.log")
+    try:
+        with log_file.file as log:
+            proc = subprocess.Popen(
+                profile_args(nsys, out, command, gpu, capture_range),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                log.write(line)
+                named += _GENERATING.findall(line)
+            code = proc.wait()
+    finally:
+        log_file.commit()  # interrupted too: the log of what ran is kept
     rep = out / "report.nsys-rep"
     if rep.is_file():
         return Capture(rep, code)

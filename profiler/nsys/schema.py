@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from profiler.atomic import check_file
 from profiler.errors import ReportError
-from profiler.report.files import regular_file
 
 NS_PER_MS = 1e6
 MAX_EXPORT_BYTES = 64 << 30  # exports of long captures run to gigabytes; sqlite reads them in pages
@@ -56,8 +56,19 @@ def _integers(frame: pd.DataFrame, table: str, required: tuple[str, ...], option
         frame[col] = pd.to_numeric(values, errors="coerce").astype("float64" if values.isna().any() else "int64")
 
 
+READ_TABLES = frozenset(
+    {"NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME", "ENUM_CUDA_MEM_KIND"}
+)
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    """The export's tables. Views are not read: a view named as a table nsys writes could be a
+    recursive query that never ends (one grew 55 MB/s until killed); nsys writes none."""
+    found = dict(con.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall())
+    views = sorted(n for n, t in found.items() if t == "view" and n in READ_TABLES)
+    if views:
+        raise ReportError(f"{', '.join(views)}: a view, not a table; not an export of nsys (it writes tables)")
+    return {n for n, t in found.items() if t == "table"}
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -134,9 +145,9 @@ def read_memcpy(con: sqlite3.Connection) -> pd.DataFrame:
 
 def open_export(path: Path) -> sqlite3.Connection:
     path = Path(path)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise ReportError(f"{path}: no such file; pass the .sqlite from `nsys export --type sqlite` or a .nsys-rep")
-    regular_file(path, MAX_EXPORT_BYTES)
+    check_file(path, MAX_EXPORT_BYTES, "SQLite export")
     try:
         # Read-only through a URI pathlib encodes: a name with '#' or '?' built into "file:..." by hand
         # opened another path (and created it).

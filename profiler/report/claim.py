@@ -13,7 +13,8 @@ import os
 import platform
 from pathlib import Path
 
-from profiler.errors import OutputExistsError, OutputNotWritableError
+from profiler.atomic import read_bounded
+from profiler.errors import OutputExistsError, OutputNotWritableError, ReportError
 
 LOCK = ".pinprof.lock"
 
@@ -28,12 +29,30 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# A lock pinprof writes is a few dozen bytes; anything larger, or not a regular file, was put there by
+# someone else (a link to /dev/zero took 23.7 GB of memory when read whole; a FIFO hung the run).
+LOCK_BYTES = 4096
+
+
 def _holder(lock: Path) -> tuple[int, str] | None:
-    """(pid, host) written in ``lock``, or None if unreadable (a torn write)."""
+    """(pid, host) written in ``lock``, or None if it holds no such thing (a torn write); raises
+    ``OutputExistsError`` if it is not a lock pinprof could have made (a link, a FIFO, a device, a
+    large file)."""
     try:
-        data = json.loads(lock.read_text(encoding="utf-8"))
-        return int(data["pid"]), str(data["host"])
-    except (OSError, ValueError, KeyError, TypeError):
+        raw = read_bounded(lock, LOCK_BYTES, "pinprof lock file")
+    except ReportError as err:
+        if not lock.exists() and not lock.is_symlink():
+            return None  # gone meanwhile: its run ended
+        raise OutputExistsError(
+            f"{err}: it is not a lock pinprof made; remove it if you trust this folder, or choose another folder"
+        ) from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        pid, host = data["pid"], data["host"]
+        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31 or not isinstance(host, str):
+            return None
+        return pid, host[:255]
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
@@ -71,6 +90,9 @@ def release(lock: Path | None) -> None:
     """Remove the lock if this process holds it."""
     if lock is None:
         return
-    holder = _holder(lock)
+    try:
+        holder = _holder(lock)
+    except OutputExistsError:
+        return  # replaced under the run by something that is not ours: left alone
     if holder is not None and holder[0] == os.getpid():
         lock.unlink(missing_ok=True)

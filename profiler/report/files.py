@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiler.atomic import write_csv, write_json, write_text_atomic
+from profiler.atomic import read_bounded, write_csv, write_json, write_text_atomic
 from profiler.errors import ReportError
 from profiler.timeline.schema import DURATIONS, SCHEMA, conform
 
@@ -119,17 +119,23 @@ def resolve_timeline_path(path: Path) -> Path:
 def read_calibration(folder: Path) -> pd.DataFrame | None:
     """The report's bandwidth calibration (bytes, pinned_GBps, pageable_GBps), or None if it has none."""
     path = Path(folder) / CALIBRATION
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         return None
+    return parse_calibration(read_bounded(path, MAX_CSV_BYTES, "calibration CSV"), path)
+
+
+def parse_calibration(raw: bytes, path: Path) -> pd.DataFrame:
+    """A calibration CSV's bytes, checked (``path`` names it in the one-line errors)."""
     try:
-        cal = pd.read_csv(regular_file(path, MAX_CSV_BYTES))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise ReportError(f"{path}: not a calibration CSV ({str(err).splitlines()[0]})") from err
+        cal = pd.read_csv(io.BytesIO(raw))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
+        raise ReportError(f"{path}: not a calibration CSV ({str(err).splitlines()[0][:200]})") from err
     missing = [c for c in ("bytes", "pinned_GBps") if c not in cal]
     if missing:
         raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; remove the file or re-run the calibration")
     values = cal[["bytes", "pinned_GBps"]].apply(pd.to_numeric, errors="coerce")
-    if not (np.isfinite(values.to_numpy(float)).all() and (values.to_numpy(float) > 0).all()):
+    v = values.to_numpy(float)
+    if not (np.isfinite(v).all() and (v > 0).all() and (v[:, 0] < 2**53).all() and (v[:, 1] < 1e6).all()):
         raise ReportError(f"{path}: bytes and pinned_GBps must be positive finite numbers in every row")
     return cal.assign(bytes=values.bytes, pinned_GBps=values.pinned_GBps)
 
