@@ -12,7 +12,8 @@ it may import (``tests/test_layers.py`` checks it):
     bench/      ``pinprof run``'s scenario matrix, datasets, workloads, bandwidth
     cli/        ``pinprof VERB``
 
-Foundation modules any layer may use: ``errors``, ``settings``, ``modes``, ``units``, ``atomic``.
+Foundation modules any layer may use: ``errors``, ``settings``, ``modes``, ``units``, ``atomic``,
+``names``.
 
 The public names below load on first use, so ``import profiler`` (and the CLI's reading verbs) do not
 import torch.

@@ -138,9 +138,31 @@ def read_bounded(path: Path, limit: int, what: str = "file") -> bytes:
         os.close(fd)
 
 
+# A cell a spreadsheet would run as a formula starts with one of these (OWASP's CSV injection list).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralised(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell that starts like a formula (``=cmd|...``, ``@SUM(...)``) given a
+    leading ``'``, as spreadsheets take it: shown as text, never run. Numbers are not text cells."""
+    out = frame
+    for col in frame.columns:
+        values = frame[col]
+        if values.dtype != object and not isinstance(values.dtype, pd.StringDtype):
+            continue
+        text = values.astype("string")
+        risky = text.str.startswith(FORMULA_START).fillna(False).to_numpy(bool)
+        if risky.any():
+            if out is frame:
+                out = frame.copy()
+            out[col] = values.where(~risky, "'" + text)
+    return out
+
+
 def csv_text(frame: pd.DataFrame, header: bool = True) -> str:
-    """CSV with full float precision (round-trips exactly); NaN is written as an empty cell."""
-    return frame.to_csv(index=False, header=header, float_format="%.17g", lineterminator="\n")
+    """CSV with full float precision (round-trips exactly); NaN is written as an empty cell; text cells
+    that a spreadsheet would run as a formula are neutralised (``neutralised``)."""
+    return neutralised(frame).to_csv(index=False, header=header, float_format="%.17g", lineterminator="\n")
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:

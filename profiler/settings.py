@@ -89,9 +89,24 @@ def _backend(env: Mapping[str, str]) -> str:
     return text
 
 
+def _ranks(env: Mapping[str, str]) -> tuple[int, int, int]:
+    """(RANK, LOCAL_RANK, WORLD_SIZE), checked: torchrun sets 0 <= RANK < WORLD_SIZE."""
+    rank, local, world = _int(env, "RANK", 0), _int(env, "LOCAL_RANK", 0), _int(env, "WORLD_SIZE", 1)
+    from profiler.errors import UsageError
+
+    if world < 1:
+        raise UsageError(f"$WORLD_SIZE={world}: a job has at least 1 process; torchrun sets it, or unset it")
+    if not 0 <= rank < world:
+        raise UsageError(f"$RANK={rank} with $WORLD_SIZE={world}: a rank is 0 to WORLD_SIZE-1; torchrun sets both")
+    if not 0 <= local < world:
+        raise UsageError(f"$LOCAL_RANK={local} with $WORLD_SIZE={world}: 0 to WORLD_SIZE-1; torchrun sets it")
+    return rank, local, world
+
+
 def load(env: Mapping[str, str] | None = None) -> Settings:
     """The settings as the environment says now."""
     env = os.environ if env is None else env
+    rank, local_rank, world_size = _ranks(env)
     cache = env.get("PINPROF_CACHE", "").strip()  # empty means the default folder
     return Settings(
         gate=env.get("PINPROF_GATE", "").strip() != "0",
@@ -105,9 +120,9 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         flush_s=_seconds(env, "PINPROF_FLUSH_S", 2.0),
         flush_fixed=bool(env.get("PINPROF_FLUSH_S", "").strip()),
         backend=_backend(env),
-        rank=_int(env, "RANK", 0),
-        local_rank=_int(env, "LOCAL_RANK", 0),
-        world_size=_int(env, "WORLD_SIZE", 1),
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world_size,
     )
 
 

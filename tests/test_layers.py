@@ -24,6 +24,7 @@ FOUNDATION = {
     "profiler.modes",
     "profiler.units",
     "profiler.atomic",
+    "profiler.names",
 }
 ALLOWED: dict[str, set[str]] = {
     "foundation": set(),

@@ -43,6 +43,7 @@ from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.profiler import TransferProfiler
 from profiler.capture.store import note_memory
 from profiler.modes import Mode
+from profiler.names import clean
 from profiler.report.journal import Journal
 from profiler.timeline.schema import concat
 
@@ -111,7 +112,7 @@ class AutoSession:
         prof = self.profs.get(id(dataset))
         if prof is None:
             cfg = iterator_config(it)
-            name = f"{type(dataset).__name__}/bs{cfg['batch_size']}/w{cfg['num_workers']}"
+            name = clean(f"{type(dataset).__name__}/bs{cfg['batch_size']}/w{cfg['num_workers']}")
             names = {p.scenario for p in self.profs.values()}
             name = name if name not in names else f"{name}#{len(self.profs) + 1}"
             prof = TransferProfiler(

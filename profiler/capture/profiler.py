@@ -41,6 +41,7 @@ from profiler.capture.staged_copy import StagedCopier
 from profiler.capture.store import Store, note_memory
 from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, UsageError
 from profiler.modes import SPECS, Mode, parse_mode
+from profiler.names import clean
 from profiler.report.claim import release
 from profiler.report.signals import install_sigterm, restore_sigterm
 
@@ -85,7 +86,8 @@ class TransferProfiler:
         self.device = resolve_device(device)
         self.cuda = self.device.type == "cuda"
         self.nvtx = NvtxEmitter(enabled=nvtx)
-        self.run, self.scenario, self.warmup = run, scenario, warmup
+        # names reach CSV, Markdown and HTML: cleaned here, where they enter (profiler.names)
+        self.run, self.scenario, self.warmup = clean(run), None if scenario is None else clean(scenario), warmup
         self.out = out
         self._lock = saving.claim_out(out) if out is not None else None  # a bad out= fails now, not after the loop
         self._origin = origin_ms

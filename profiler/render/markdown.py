@@ -1,4 +1,9 @@
-"""Markdown a person reads: the summary table and the diagnosis."""
+"""Markdown a person reads: the summary table and the diagnosis.
+
+Every text that came from a name (a scenario, a run, what interrupted it) goes through ``md``: HTML's
+``& < >`` become entities, so a ``<script>`` in a Dataset's name stays text in any viewer that renders
+Markdown to HTML, and a table cell's ``|`` is escaped. Names are one line already (``profiler.names``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,15 @@ import numpy as np
 import pandas as pd
 
 from profiler.analysis.findings import Diagnosis
+
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def md(text: object, cell: bool = False) -> str:
+    """``text`` safe in Markdown (see the module docstring); ``cell``: inside a table row."""
+    out = str(text).translate(_ESCAPES)
+    return out.replace("|", "\\|") if cell else out
+
 
 MD_COLUMNS = [
     ("scenario", "scenario", "{}"),
@@ -36,7 +50,11 @@ def summary_table(summary: pd.DataFrame) -> str:
             v = row.get(col)
             if col == "bytes" and pd.notna(v):
                 v = v / 2**20
-            cells.append("" if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else fmt.format(v))
+            cells.append(
+                ""
+                if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA
+                else md(fmt.format(v), cell=True)
+            )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\nMedians over measured batches, in ms; empty = not measured.\n"
 
@@ -46,27 +64,27 @@ def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None,
     evidence, changes), then the mode comparison."""
     lines = []
     for d in diags:
-        lines.append(f"## {d.scenario}  ({d.batches} batches)")
+        lines.append(f"## {md(d.scenario)}  ({d.batches} batches)")
         if d.headline.text:
-            lines.append(f"**Headline**: {d.headline.text}.")
+            lines.append(f"**Headline**: {md(d.headline.text)}.")
             lines.append("")
         if not d.findings:
             lines.append("- no bottleneck rule fired: the phases are balanced.")
         # ranked by expected saving (diagnose), largest first
         for i, fd in enumerate(d.findings):
-            lines.append(f"{'**Verdict**' if i == 0 else '- also'}: {fd.verdict.label} - {fd.evidence}")
+            lines.append(f"{'**Verdict**' if i == 0 else '- also'}: {md(fd.verdict.label)} - {md(fd.evidence)}")
             for c in sorted(fd.changes, key=lambda c: -c.gain_ms):
                 gain = f" (saves about {c.gain_ms:.3f} ms/batch)" if c.gain_ms > 0 else ""
-                lines.append(f"    - change: {c.what}{gain}")
+                lines.append(f"    - change: {md(c.what)}{gain}")
         lines.append("")
     if ranks:
         lines.append("## Across ranks")
-        lines.extend(f"- {r}" for r in ranks)
+        lines.extend(f"- {md(r)}" for r in ranks)
         lines.append("")
     if comparisons:
         lines.append(
             "## Against pageable (and prefetch against pinned_nb), same loader settings (medians, ms per batch)"
         )
-        lines.extend(f"- {c}" for c in comparisons)
+        lines.extend(f"- {md(c)}" for c in comparisons)
         lines.append("")
     return "\n".join(lines)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from profiler.atomic import read_bounded, write_csv, write_json, write_text_atomic
 from profiler.errors import ReportError
+from profiler.names import clean
 from profiler.timeline.schema import DURATIONS, SCHEMA, conform
 
 TIMELINE = "timeline.csv"
@@ -57,15 +58,48 @@ def regular_file(path: Path, limit: int) -> Path:
     return path
 
 
+# meta.json nests two levels; a file nested deeper was not written by pinprof, and walking it would
+# overflow the stack (a key nested 950 deep gave a RecursionError after it parsed).
+MAX_JSON_DEPTH = 32
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        raise ValueError(f"key {twice[0]!r} given twice")
+    return dict(pairs)
+
+
+def _depth_ok(data: Any) -> bool:
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return False
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return True
+
+
 def read_json(path: Path) -> dict[str, Any]:
+    raw = read_bounded(path, MAX_JSON_BYTES, "JSON file") if not Path(path).is_symlink() else None
     try:
-        data = json.loads(regular_file(path, MAX_JSON_BYTES).read_text(encoding="utf-8"))
+        if raw is None:  # a report's meta.json may be a link the user made: followed, still bounded
+            raw = regular_file(path, MAX_JSON_BYTES).read_bytes()
+        data = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except RecursionError as err:  # nesting deeper than the parser's stack: not pinprof's meta.json
         raise ReportError(f"{path}: JSON nested too deeply to be a pinprof file") from err
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ReportError(f"{path}: not valid JSON ({err}); was the run interrupted while writing it?") from err
+    except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, a duplicate key, a 5,000-digit number
+        raise ReportError(
+            f"{path}: not valid JSON ({str(err)[:200]}); was the run interrupted while writing it?"
+        ) from err
     if not isinstance(data, dict):
         raise ReportError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    if not _depth_ok(data):
+        raise ReportError(f"{path}: JSON nested more than {MAX_JSON_DEPTH} deep; not a pinprof file")
     return data
 
 
@@ -189,7 +223,52 @@ def read_timeline(path: Path) -> pd.DataFrame:
     if bad:
         raise ReportError(f"{path}: column(s) {', '.join(bad)} hold values of the wrong type")
     _check_values(path, raw)
-    return conform(raw)
+    _check_names(path, raw)
+    frame = conform(raw)
+    if frame.scenario.isna().any():  # a file from elsewhere with no scenario: its mode names it
+        frame["scenario"] = frame.scenario.fillna(frame["mode"].astype(str))
+    _check_unique(path, frame)
+    return frame
+
+
+# Times pinprof writes lie between a nanosecond and a day (ms); 1e308 ms gave an "inf%" headline, and
+# 5e-324 ms a division by zero once scaled.
+MIN_TIME_MS, MAX_TIME_MS = 1e-9, 1e9
+TEXT_COLUMNS = [c for c, t in SCHEMA.items() if t == "str"]
+MAX_NAME = 1000
+
+
+def _check_names(path: Path, frame: pd.DataFrame) -> None:
+    """Text cells as pinprof writes them: no longer than ``MAX_NAME`` characters (a megabyte name held
+    a plot for minutes); control characters are escaped (``profiler.names``), so a newline in a name
+    never reaches a Markdown heading."""
+    for col in TEXT_COLUMNS:
+        if col not in frame:
+            continue
+        values = frame[col]
+        lengths = values.str.len()
+        if (lengths > MAX_NAME).any():
+            row = int(lengths.to_numpy(float, na_value=0).argmax())
+            raise ReportError(
+                f"{path}: column {col} holds a value of {int(lengths.max())} characters at data row {row + 1}; "
+                f"pinprof writes names of at most {MAX_NAME}"
+            )
+        printable = values.dropna().map(lambda v: v.isprintable())
+        if not printable.all():
+            frame[col] = values.map(lambda v: clean(v, MAX_NAME) if isinstance(v, str) else v)
+
+
+def _check_unique(path: Path, frame: pd.DataFrame) -> None:
+    """Each batch once per (run, scenario, rank): a row written twice would be counted twice."""
+    keys = frame[["run", "scenario", "rank", "batch"]]
+    dup = keys.duplicated()
+    if dup.any():
+        row = int(dup.to_numpy().argmax())
+        r = frame.iloc[row]
+        raise ReportError(
+            f"{path}: batch {r.batch} of scenario {r.scenario!r} (rank {r['rank']}) appears more than once "
+            f"(data row {row + 1}); pinprof writes each batch once"
+        )
 
 
 def _check_values(path: Path, frame: pd.DataFrame) -> None:
@@ -202,7 +281,16 @@ def _check_values(path: Path, frame: pd.DataFrame) -> None:
         values = frame[col].to_numpy(dtype=float, na_value=np.nan)  # parsed by _parse already
         infinite = np.isinf(values)
         negative = (values < 0) & (col in DURATIONS or col in NON_NEGATIVE)
-        for what, rows in (("an infinite value", infinite), ("a negative value", negative)):
+        checks = [("an infinite value", infinite), ("a negative value", negative)]
+        if dtype == "float64":  # times, ms
+            mag = np.abs(values)
+            checks.append(
+                ("a time out of range (pinprof writes 1e-9 to 1e9 ms, or 0)", (mag > MAX_TIME_MS) & ~infinite)
+            )
+            checks.append(
+                ("a time out of range (pinprof writes 1e-9 to 1e9 ms, or 0)", (mag > 0) & (mag < MIN_TIME_MS))
+            )
+        for what, rows in checks:
             if rows.any():
                 row = int(np.argmax(rows))
                 raise ReportError(

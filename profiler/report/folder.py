@@ -17,7 +17,8 @@ from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Diagnosis
 from profiler.analysis.ranks import diagnose_ranks
 from profiler.analysis.summary import summarize
-from profiler.render.markdown import diagnosis_text, summary_table
+from profiler.names import clean
+from profiler.render.markdown import diagnosis_text, md, summary_table
 from profiler.report import files
 
 
@@ -37,12 +38,14 @@ def partial_label(info: dict[str, Any]) -> str:
     if info.get("status") == "running":
         return " (PARTIAL: the run stopped before its end, killed or out of disk; these are the batches it had flushed)"
     why = info.get("interrupted_by")
-    return f" (PARTIAL: interrupted by {why})" if isinstance(why, str) and why else " (PARTIAL: interrupted)"
+    return f" (PARTIAL: interrupted by {md(clean(why))})" if isinstance(why, str) and why else " (PARTIAL: interrupted)"
 
 
 def write_diagnosis(folder: Path, text: str, partial: str = "") -> None:
     """diagnosis.md of the report in ``folder``."""
-    files.write_text_atomic(folder / "diagnosis.md", f"# pinprof diagnosis: {folder.name}{partial}\n\n{text}")
+    files.write_text_atomic(
+        folder / "diagnosis.md", f"# pinprof diagnosis: {md(clean(folder.name))}{partial}\n\n{text}"
+    )
 
 
 def write_report(
@@ -58,10 +61,10 @@ def write_report(
     summ = summarize(tl, per_epoch)
     files.write_csv(summ, out / files.SUMMARY)
     files.write_json(info, out / files.META)
-    md = summary_table(summ) if len(summ) else "No batch was measured.\n"
+    table = summary_table(summ) if len(summ) else "No batch was measured.\n"
     partial = partial_label(info)
-    files.write_text_atomic(out / "summary.md", f"# pinprof run {out.name}{partial}\n\n{md}")
-    echo(md)
+    files.write_text_atomic(out / "summary.md", f"# pinprof run {md(clean(out.name))}{partial}\n\n{table}")
+    echo(table)
     if len(tl):
         write_diagnosis(out, diagnosis_of(out, tl, info.get("cpu_count"))[1], partial)
         if plots:

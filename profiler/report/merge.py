@@ -10,6 +10,7 @@ meta.json says so (``clock_aligned: false``).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,19 @@ from profiler.errors import ReportError
 from profiler.report import files as report_io
 from profiler.timeline.schema import INTERVALS, concat
 
+RANK_FOLDER = re.compile(r"^rank(0|[1-9]\d{0,5})$")
+
 
 def rank_folders(folder: Path) -> list[Path]:
+    """The ``rank<k>`` folders pinprof wrote: the name exactly so (``rank-1``, ``rankings`` are not),
+    a real folder (a link to a folder elsewhere is not), holding a timeline."""
     found = sorted(
-        (p for p in Path(folder).glob("rank*") if (p / report_io.TIMELINE).is_file()),
-        key=lambda p: int(p.name[4:]) if p.name[4:].isdigit() else 1 << 30,
+        (
+            p
+            for p in Path(folder).iterdir()
+            if RANK_FOLDER.match(p.name) and p.is_dir() and not p.is_symlink() and (p / report_io.TIMELINE).is_file()
+        ),
+        key=lambda p: int(p.name[4:]),
     )
     if not found:
         raise ReportError(f"{folder}: no rank<k>/timeline.csv folders to merge")
