@@ -85,6 +85,12 @@ class TempFile:
         _check_target(self.path)
         os.replace(self.tmp, self.path)
 
+    def discard(self) -> None:
+        """Remove the temporary file (the write failed: the target keeps what it held)."""
+        self.file.close()
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
 
 def _open_guarded(path: Path, what: str) -> int:
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)

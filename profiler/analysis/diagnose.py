@@ -7,12 +7,16 @@ rule of ``profiler.analysis.rules`` looks at the medians, and the findings are r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import numpy as np
 import pandas as pd
 
 from profiler.analysis.findings import Diagnosis, Headline, InputBound, Verdict
 from profiler.analysis.headline import headline
 from profiler.analysis.rates import pinned_rate_GBps
 from profiler.analysis.rules import MIN_BATCHES, Case, run_rules, too_few
+from profiler.timeline.schema import CONFIG
 
 # Medians the rules read: <name>_ms columns, then counts.
 TIMES = (
@@ -44,6 +48,17 @@ def _stat(g: pd.DataFrame, col: str, how: str = "median") -> float:
     return float(g[col].astype(float).agg(how)) if col in g and g[col].notna().any() else float("nan")
 
 
+def _groups(tl: pd.DataFrame) -> Iterator[tuple[object, pd.DataFrame]]:
+    """(scenario, its measured rows), scenarios in order of appearance; each group's rows taken alone
+    (a filter of the whole frame first would copy all of it at once)."""
+    measured = np.flatnonzero(~tl.warmup.to_numpy(bool))
+    codes, names = pd.factorize(tl.scenario.to_numpy(object)[measured], use_na_sentinel=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    for k in range(len(names)):
+        yield names[k], tl.take(measured[order[bounds[k] : bounds[k + 1]]])
+
+
 def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: int | None = None) -> list[Diagnosis]:
     """One ``Diagnosis`` per scenario, findings ordered by expected gain (largest first).
 
@@ -51,7 +66,12 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     advice never asks for more loader workers than there are cores.
     """
     out = []
-    for scen, g in tl[~tl.warmup].groupby("scenario", sort=False, dropna=False):
+    # The columns a diagnosis reads, before any row is taken: each copy of a 1,000,000-row timeline
+    # with all its columns cost 400 MB.
+    wanted = ["scenario", "warmup", "mode", "bytes", "src_memory", "device", "run", "batch"]
+    wanted += [*CONFIG, *(f"{c}_ms" for c in TIMES), *COUNTS, "h2d_ms"]
+    tl = tl[[c for c in dict.fromkeys(wanted) if c in tl]]
+    for scen, g in _groups(tl):
         m = {c: _stat(g, f"{c}_ms", "mean" if c in MEANS else "median") for c in TIMES}
         m.update({c: _stat(g, c) for c in COUNTS})
         m["bytes"] = float(g.bytes.median())

@@ -18,9 +18,9 @@ CONTENTION_SHARE = 0.8
 
 def diagnose_ranks(tl: pd.DataFrame, calibration: pd.DataFrame | None = None) -> list[str]:
     """Findings across the ranks of a distributed run (empty for a single process)."""
+    if "world_size" not in tl or tl.world_size.max() < 2:
+        return []  # a single process: nothing copied, nothing to say
     rows = tl[~tl.warmup]
-    if "world_size" not in rows or rows.world_size.max() < 2:
-        return []
     out = []
     for scen, g in rows.groupby("scenario", sort=False):
         per_rank = g.groupby("rank")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -191,27 +192,154 @@ NON_NEGATIVE = (
 
 
 def read_timeline(path: Path) -> pd.DataFrame:
-    """Read a timeline CSV (pinprof's or an nsys import) back into the typed frame it was written from."""
+    """Read a timeline CSV (pinprof's or an nsys import) back into the typed frame it was written from.
+
+    Read typed first (numbers parsed by the CSV reader, text as categories: a 1,000,000-row timeline in
+    seconds and well under 1 GB); a file that does not parse so is read again as text, cell by cell,
+    to name the column that is wrong."""
     path = resolve_timeline_path(path)
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
+    source: Path | io.BytesIO = path
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size:
+            fh.seek(size - 1)
+            torn = fh.read(1) != b"\n"
+        else:
+            torn = False
+    if torn:
         # pinprof ends every file with a newline: without one the file was cut while being written
         # (or by hand). A torn header is unusable; a torn last row is dropped, the rows before kept.
+        data = path.read_bytes()
         if b"\n" not in data:
             raise ReportError(f"{path}: the header line is incomplete; the file was cut while being written")
-        data = data[: data.rindex(b"\n") + 1]
+        source = io.BytesIO(data[: data.rindex(b"\n") + 1])
+    raw = _read_typed(path, source)
+    if raw is None:
+        raw = _read_text(path, source)
+    _check_values(path, raw)
+    _check_names(path, raw)
+    frame = conform(raw)
+    if frame.scenario.isna().any():  # a file from elsewhere with no scenario: its mode names it
+        frame["scenario"] = frame.scenario.fillna(frame["mode"].astype(str))
+    _check_unique(path, frame)
+    return frame
+
+
+CHUNK_ROWS = 100_000  # the parser's buffers for this many rows at a time, not for the whole file
+
+
+def _csv(path: Path, source: Path | io.BytesIO, **kwargs: Any) -> pd.DataFrame:
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
     try:
-        raw = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False, na_values=[""])
+        with pd.read_csv(source, keep_default_na=False, na_values=[""], chunksize=CHUNK_ROWS, **kwargs) as reader:
+            return _stack(reader, _rows_at_most(source))
     except pd.errors.EmptyDataError as err:
         raise ReportError(f"{path}: the file is empty") from err
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         raise ReportError(f"{path}: not a CSV file pinprof can read ({str(err).splitlines()[0]})") from err
+
+
+def _rows_at_most(source: Path | io.BytesIO) -> int:
+    """Newlines in the file: no more rows than that (a quoted newline in a cell only overcounts)."""
+    if isinstance(source, io.BytesIO):
+        return source.getvalue().count(b"\n")
+    count = 0
+    with open(source, "rb") as fh:
+        for block in iter(lambda: fh.read(16 << 20), b""):
+            count += block.count(b"\n")
+    return count
+
+
+def _stack(chunks: Any, rows: int) -> pd.DataFrame:
+    """The chunks of one CSV copied into arrays sized once (no second copy of the table in memory);
+    text columns kept as codes into one list of categories."""
+    arrays: dict[str, Any] = {}
+    cats: dict[str, dict[Any, int]] = {}
+    kinds: dict[str, str] = {}
+    n = 0
+    for chunk in chunks:
+        m = len(chunk)
+        for col in chunk.columns:
+            values = chunk[col]
+            if col not in arrays:
+                if isinstance(values.dtype, pd.CategoricalDtype):
+                    kinds[col], cats[col] = "cat", {}
+                    arrays[col] = np.full(rows, -1, dtype=np.int32)
+                else:
+                    kinds[col] = "num" if values.dtype.kind in "fiu" else "obj"
+                    arrays[col] = np.empty(rows, dtype=values.dtype if kinds[col] == "num" else object)
+            if kinds[col] == "cat":
+                index = cats[col]
+                lut = np.array([index.setdefault(c, len(index)) for c in values.cat.categories] + [-1], dtype=np.int32)
+                arrays[col][n : n + m] = lut[values.cat.codes.to_numpy()]
+            else:
+                arrays[col][n : n + m] = values.to_numpy()
+        n += m
+    out = {}
+    for col, arr in arrays.items():
+        arr = arr[:n]
+        if kinds[col] == "cat":
+            out[col] = pd.Categorical.from_codes(arr, categories=pd.Index(list(cats[col]), dtype=object))
+        else:
+            out[col] = arr
+    return pd.DataFrame(out, copy=False)  # one block per column: no second copy of the table
+
+
+def _require(path: Path, raw: pd.DataFrame) -> None:
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
         raise ReportError(
             f"{path}: missing column(s) {', '.join(missing)}; is this a pinprof timeline? "
             f"(found: {', '.join(map(str, raw.columns[:8]))})"
         )
+
+
+def _read_typed(path: Path, source: Path | io.BytesIO) -> pd.DataFrame | None:
+    """The timeline parsed by type in one pass; None when a cell does not parse (the text path names it)."""
+    numeric = {c for c, t in SCHEMA.items() if t in ("float64", "int64", "Int64")}
+    dtype = {c: ("float64" if c in numeric else "category") for c in SCHEMA}
+    try:
+        raw = _csv(path, source, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as err:
+        if isinstance(err, ReportError):
+            raise
+        return None
+    _require(path, raw)
+    for col, kind in SCHEMA.items():
+        if col not in raw:
+            continue
+        values = raw[col]
+        if kind in ("int64", "Int64"):
+            v = values.to_numpy(float)
+            known = v[~np.isnan(v)]
+            if not np.isfinite(known).all():
+                return None
+            if (kind == "int64" and len(known) < len(v)) or (known % 1 != 0).any() or (np.abs(known) >= 2**53).any():
+                return None  # the text path names the column
+            raw[col] = values.astype("Int64") if kind == "Int64" else values.astype("int64")
+        elif kind in ("bool", "boolean"):
+            # the reader infers the categories' type (True/False become bools): each is read as text
+            lut = [_BOOLS(str(c)) for c in values.cat.categories]
+            if any(m is None for m in lut):
+                return None
+            codes = values.cat.codes.to_numpy()
+            out = pd.array(np.array([*lut, False], dtype=bool)[codes], dtype="boolean")  # code -1: NA, below
+            out[codes < 0] = pd.NA
+            raw[col] = out.astype("boolean" if kind == "boolean" or (codes < 0).any() else "bool")
+        elif kind == "str" and not all(isinstance(c, str) for c in values.cat.categories):
+            return None  # names the reader took for numbers ("007"): the text path keeps them as written
+    return raw
+
+
+_BOOLS = {"True": True, "False": False, "true": True, "false": False, "1": True, "0": False}.get
+
+
+def _read_text(path: Path, source: Path | io.BytesIO) -> pd.DataFrame:
+    """Every cell as text, then each column parsed: the slow path, which names a wrong column."""
+    raw = _csv(path, source, dtype=str)
+    _require(path, raw)
     bad: list[str] = []
     for col, dtype in SCHEMA.items():
         if col not in raw:
@@ -222,13 +350,7 @@ def read_timeline(path: Path) -> pd.DataFrame:
             bad.append(col)
     if bad:
         raise ReportError(f"{path}: column(s) {', '.join(bad)} hold values of the wrong type")
-    _check_values(path, raw)
-    _check_names(path, raw)
-    frame = conform(raw)
-    if frame.scenario.isna().any():  # a file from elsewhere with no scenario: its mode names it
-        frame["scenario"] = frame.scenario.fillna(frame["mode"].astype(str))
-    _check_unique(path, frame)
-    return frame
+    return raw
 
 
 # Times pinprof writes lie between a nanosecond and a day (ms); 1e308 ms gave an "inf%" headline, and
@@ -241,20 +363,23 @@ MAX_NAME = 1000
 def _check_names(path: Path, frame: pd.DataFrame) -> None:
     """Text cells as pinprof writes them: no longer than ``MAX_NAME`` characters (a megabyte name held
     a plot for minutes); control characters are escaped (``profiler.names``), so a newline in a name
-    never reaches a Markdown heading."""
+    never reaches a Markdown heading. Categories (the typed read) are checked once each."""
     for col in TEXT_COLUMNS:
         if col not in frame:
             continue
         values = frame[col]
-        lengths = values.str.len()
+        distinct = values.cat.categories.astype(str) if isinstance(values.dtype, pd.CategoricalDtype) else values
+        lengths = distinct.str.len()
         if (lengths > MAX_NAME).any():
-            row = int(lengths.to_numpy(float, na_value=0).argmax())
             raise ReportError(
-                f"{path}: column {col} holds a value of {int(lengths.max())} characters at data row {row + 1}; "
-                f"pinprof writes names of at most {MAX_NAME}"
+                f"{path}: column {col} holds a value of {int(lengths.max())} characters; pinprof writes names "
+                f"of at most {MAX_NAME}"
             )
-        printable = values.dropna().map(lambda v: v.isprintable())
-        if not printable.all():
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            cleaned = [clean(c, MAX_NAME) for c in values.cat.categories.astype(str)]
+            if cleaned != list(values.cat.categories) and len(set(cleaned)) == len(cleaned):
+                frame[col] = values.cat.rename_categories(cleaned)  # conform makes it text
+        elif not values.dropna().map(lambda v: v.isprintable()).all():
             frame[col] = values.map(lambda v: clean(v, MAX_NAME) if isinstance(v, str) else v)
 
 
