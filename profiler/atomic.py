@@ -34,6 +34,11 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def check_target(path: Path) -> None:
+    """Refuse now, before any work, a target ``write_bytes_atomic`` would refuse (see ``_check_target``)."""
+    _check_target(Path(path))
+
+
 def _check_target(path: Path) -> None:
     # The rename would replace a symlink (not what it points to) or a device node: refuse both, and
     # say so before anything is written.

@@ -136,6 +136,7 @@ def _keep_on_exit(session: AutoSession) -> tuple[object, object]:
         if os.getpid() == pid:
             try:
                 session.stop_writer()
+                session.end_batch()  # the batch in progress is one the program iterated
                 session.flush()
             except BaseException:
                 pass

@@ -44,6 +44,10 @@ def import_sqlite(path: Path, run: str | None = None) -> pd.DataFrame:
             raise ReportError(f"{path}: the export is damaged or not from Nsight Systems ({err})") from err
         except BadColumn as err:
             raise ReportError(f"{path}: {err}; the export is damaged or not from Nsight Systems") from err
+        except ReportError as err:
+            if str(path) in str(err):
+                raise
+            raise ReportError(f"{path}: {err}") from err
     finally:
         con.close()
     return per_batch(nvtx, memcpy, run or Path(path).stem)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from profiler.atomic import read_bounded, write_bytes_atomic
+from profiler.atomic import check_target, read_bounded, write_bytes_atomic
 from profiler.errors import MissingDependencyError, ReportError, UsageError
 from profiler.render.lanes import LANES, intervals, with_labels
 from profiler.render.palette import COLORS
@@ -221,6 +221,8 @@ def write_all(tl: pd.DataFrame, out: Path, source: Path | None = None, first: in
     """The report's pictures into ``out``; the bandwidth chart only where the report folder
     (``source``, default ``out``) holds a sweep."""
     source = source or out
+    for name in ("gantt.png", "phases.png"):
+        check_target(out / name)  # a planted link or FIFO is refused before anything is drawn
     made = [gantt(tl, out / "gantt.png", first=first), stacked(tl, out / "phases.png")]
     sweep = source / "bandwidth.csv"
     if sweep.exists() or sweep.is_symlink():
