@@ -61,6 +61,18 @@ READ_TABLES = frozenset(
 )
 
 
+# Rows read from one table at most: an export within MAX_EXPORT_BYTES holds far fewer; a query that
+# would return more is not reading an nsys table.
+MAX_ROWS = 50_000_000
+
+
+def _bounded(con: sqlite3.Connection, query: str, table: str) -> pd.DataFrame:
+    frame = pd.read_sql_query(f"{query} LIMIT {MAX_ROWS + 1}", con)
+    if len(frame) > MAX_ROWS:
+        raise ReportError(f"{table}: more than {MAX_ROWS:,} rows; not an export pinprof can read")
+    return frame
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
     """The export's tables. Views are not read: a view named as a table nsys writes could be a
     recursive query that never ends (one grew 55 MB/s until killed); nsys writes none."""
@@ -92,10 +104,11 @@ def read_nvtx(con: sqlite3.Connection) -> pd.DataFrame:
         name, join = text, ""
     domain = "e.domainId" if "domainId" in cols else "0"
     tid = "e.globalTid" if "globalTid" in cols else "0"
-    frame = pd.read_sql_query(
+    frame = _bounded(
+        con,
         f"SELECT e.start AS start, e.end AS end, e.eventType AS type, {name} AS name, {tid} AS tid, "
         f"{domain} AS domain FROM NVTX_EVENTS e {join}",
-        con,
+        "NVTX_EVENTS",
     )
     # end is NULL for an instant event; the name may be NULL (the range is then skipped below)
     _integers(frame, "NVTX_EVENTS", ("start", "type"), ("end", "tid", "domain"))
@@ -130,10 +143,11 @@ def read_memcpy(con: sqlite3.Connection) -> pd.DataFrame:
         if runtime
         else "NULL AS api_start, NULL AS api_end, NULL AS tid"
     )
-    frame = pd.read_sql_query(
+    frame = _bounded(
+        con,
         f"SELECT m.start AS start, m.end AS end, m.bytes AS bytes, m.srcKind AS src_kind, {api} "
         f"FROM CUPTI_ACTIVITY_KIND_MEMCPY m {join} WHERE m.copyKind = 1",
-        con,
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
     )
     # api_* and tid are NULL for a copy whose runtime call was not captured
     _integers(
