@@ -225,9 +225,14 @@ def output_cases() -> list[Case]:
 
 
 # -- class 4 (os._exit) and 5: the script's world ------------------------------------------------------
-def bare_and_profiled(tmp: Path, cmd: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], ...]:
+def bare_and_profiled(
+    tmp: Path, cmd: list[str], cwd: Path, between: Callable[[], None] | None = None
+) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """The command run bare, then under ``pinprof profile`` (``between`` runs in between)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     bare = subprocess.run([PY, *cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    if between is not None:
+        between()
     prof = subprocess.run(
         [PY, "-m", "profiler", "profile", "--out", str(tmp / "rep"), "--no-plots", "--", "python", *cmd],
         cwd=cwd,
@@ -247,10 +252,18 @@ def world_cases() -> list[Case]:
             def check(tmp: Path, ctx: str = ctx, how: str = how) -> None:
                 shutil.copytree(HOSTILE, tmp / "prog")
                 script = "prog/world.py" if how == "relative" else str(tmp / "prog" / "world.py")
-                bare, prof = bare_and_profiled(tmp, [script, *([ctx] if ctx else [])], tmp)
+                written = tmp / "prog" / "world_out.json"
+                kept: list[str] = []
+
+                def swap() -> None:  # the bare run's file put aside: the profiled run must write its own
+                    kept.append(written.read_text())
+                    written.unlink()
+
+                bare, prof = bare_and_profiled(tmp, [script, *([ctx] if ctx else [])], tmp, swap)
                 assert bare.returncode == 0, bare.stderr[-2000:]
                 assert prof.returncode == bare.returncode, prof.stderr[-2000:]
                 assert prof.stdout == bare.stdout  # the script's output alone, the same world seen
+                assert written.read_text() == kept[0]  # the file it wrote: the same, in the same place
                 assert json.loads(prof.stdout)["batches"] == [[[0], [1]], [[4], [9]]]
                 assert len(pd.read_csv(tmp / "rep" / "timeline.csv")) == 2
 
@@ -739,9 +752,17 @@ def _setpriv_works() -> bool:
     return probe.returncode == 0
 
 
+def _nsys() -> str | None:
+    return shutil.which("nsys") or os.environ.get("PINPROF_NSYS")
+
+
+TARGETS = [".pinprof.lock", "gantt.png", "phases.png", "trace.json", "timeline.csv", "nsys_timeline.csv"]
+TARGETS += ["nsys.log"] if _nsys() else []  # pinprof nsys looks for nsys before it opens its log
+
+
 @pytest.mark.skipif(not _setpriv_works(), reason="needs root, setpriv, and the checkout readable by another user")
 @pytest.mark.parametrize("kind", ["link-outside", "link-devzero", "fifo"])
-@pytest.mark.parametrize("target", [".pinprof.lock", "gantt.png", "phases.png", "trace.json", "timeline.csv"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_planted_files_as_another_user(kind: str, target: str) -> None:
     """A sticky, world-writable folder made by one user (as /tmp is), with a planted link or FIFO; pinprof
     run by another user, non-root: refused in one line, and the victim's own file elsewhere unchanged."""
@@ -780,6 +801,10 @@ def _planted(tmp_path: Path, kind: str, target: str) -> None:
         mem = TORCH_MEM
     elif target == "trace.json":
         argv, mem = ["trace", str(rep), "-o", str(planted)], READ_MEM
+    elif target == "nsys_timeline.csv":  # a second input planted for the victim to compare with
+        argv, mem = ["nsys-compare", str(rep), str(planted)], READ_MEM
+    elif target == "nsys.log":
+        argv, mem = ["nsys", "--out", str(shared), "--", "true"], READ_MEM
     elif target == "timeline.csv":
         argv, mem = ["merge", str(shared)], READ_MEM
         sub = shared / "rank0"

@@ -106,8 +106,7 @@ def _run(target: Target) -> None:
             sys.path.insert(0, str(Path(target.name).resolve().parent))  # as python puts the script's folder first
             if Path(target.name).is_file() and not target.name.endswith((".zip", ".pyz", ".pyc")):
                 _run_source(target.name)
-            else:  # a folder or a zip archive with a __main__.py
-                sys.argv[0] = os.path.abspath(target.name)
+            else:  # a folder or a zip archive with a __main__.py: runpy runs it as python does
                 runpy.run_path(target.name, run_name="__main__")
         else:
             sys.path.insert(0, os.getcwd())  # as python -m puts the current folder first

@@ -21,6 +21,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import numpy as np
     import pandas as pd
 
+    from profiler.atomic import check_file
     from profiler.nsys.compare import compare
     from profiler.render.compare import compare_lines
     from profiler.report import files
@@ -28,6 +29,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     ours = files.read_timeline(args.timeline)
     # The second file through the same reader and checks as the first (a FIFO, /dev/zero, a cell of
     # text or an infinite time are refused in one line), then its own columns checked the same way.
+    if not args.nsys_timeline.is_dir():  # a file: not through a link, nor a FIFO (profiler.atomic)
+        check_file(args.nsys_timeline, files.MAX_CSV_BYTES, "nsys timeline CSV")
     theirs = files.read_timeline(args.nsys_timeline)
     if "api_ms" not in theirs:
         raise UsageError(

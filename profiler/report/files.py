@@ -476,7 +476,15 @@ def _check_names(path: Path, frame: pd.DataFrame) -> None:
             )
         if isinstance(values.dtype, pd.CategoricalDtype):
             cleaned = [clean(c, MAX_NAME) for c in values.cat.categories.astype(str)]
-            if cleaned != list(values.cat.categories) and len(set(cleaned)) == len(cleaned):
+            if cleaned != list(values.cat.categories):
+                used: set[str] = set()
+                for i, name in enumerate(cleaned):  # two names that clean alike stay two names
+                    k, unique = 1, name
+                    while unique in used:
+                        k += 1
+                        unique = f"{name}#{k}"
+                    used.add(unique)
+                    cleaned[i] = unique
                 frame[col] = values.cat.rename_categories(cleaned)  # conform makes it text
         elif not values.dropna().map(lambda v: v.isprintable()).all():
             frame[col] = values.map(lambda v: clean(v, MAX_NAME) if isinstance(v, str) else v)

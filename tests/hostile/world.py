@@ -43,4 +43,6 @@ if __name__ == "__main__":
     ctx = sys.argv[1] if len(sys.argv) > 1 else None
     loader = DataLoader(Square(), batch_size=2, num_workers=1 if ctx else 0, multiprocessing_context=ctx)
     out["batches"] = [b.tolist() for b in loader]
+    with open(os.path.join(os.path.dirname(__file__), "world_out.json"), "w") as fh:  # a file it writes
+        json.dump(out, fh, sort_keys=True)
     print(json.dumps(out, sort_keys=True))
