@@ -230,3 +230,36 @@ def test_the_clock_rate_is_measured_when_another_client_set_its_own() -> None:
     time.sleep(0.03)
     same.update()
     assert same.rate == 1.0
+
+
+def test_event_rows_and_cupti_rows_land_on_one_host_timeline() -> None:
+    """A run that handed CUPTI to torch.profiler for a while has both kinds of row: events' times are
+    mapped by the anchors' clock (elapsed ms since the first anchor), CUPTI's are host ms already."""
+    from profiler.timeline.build import build_timeline
+    from profiler.timeline.clockmap import ClockMap
+
+    rows = []
+    for n, clock in enumerate((float("nan"), 1.0, float("nan"))):
+        rec = dict(TEMPLATE)
+        rec.update(batch=n, bytes=100, copies=1, src_memory="pinned", batch_s=1000.0 + 10 * n, batch_e=1010.0 + 10 * n)
+        rec.update(fetch_s=1000.0 + 10 * n, fetch_e=1001.0 + 10 * n, call_s=1001.0 + 10 * n, call_e=1001.5 + 10 * n)
+        rec.update(call_sum=0.5, request=1001.5 + 10 * n)
+        rows.append((rec, clock))
+    store = Store()
+    for rec, _ in rows:
+        store.append(rec)
+    # row 0, events: copy 2..3 ms and compute 3..7 ms after the first anchor; the anchor at host 1000 ms
+    for field, value in zip(("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum"), (2.0, 3.0, 3.0, 7.0, 1.0)):
+        store.set_gpu(0, ["h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum"].index(field), value)
+    # row 1, CUPTI: host ms, and the kernels' busy time 2.5 ms within a 4 ms span
+    store.set_cupti(1, h2d=(1012.0, 1012.5, 0.5), src="pageable", comp=(1013.0, 1017.0, 2.5))
+    raw = store.columns()
+    tl = build_timeline(raw, 1000.0, ClockMap(1000.0, 1.0), {"run": "r", "scenario": "s", "mode": "pinned"})
+    assert list(tl.gpu_clock) == ["events", "cupti", "events"]
+    assert tl.h2d_start_ms.tolist()[:2] == [2.0, 12.0] and tl.h2d_ms.tolist()[:2] == [1.0, 0.5]
+    assert tl.compute_ms.tolist()[:2] == [4.0, 2.5]  # events: the span; CUPTI: the busy time
+    assert tl.src_memory.tolist() == ["pinned", "pageable", "pinned"]
+    assert tl.h2d_ms.isna().tolist() == [False, False, True]
+    # on a CPU device (no clock, no CUPTI row) nothing is GPU-timed
+    cpu = build_timeline(store.columns(0, 1), 1000.0, None, {"run": "r", "scenario": "s", "mode": "pinned"})
+    assert cpu.h2d_ms.isna().all() and list(cpu.gpu_clock) == ["none"]
