@@ -7,4 +7,4 @@ set -euo pipefail
 out=${1:?usage: scripts/nsys_profile.sh OUTDIR}; shift || true
 py=${PYTHON:-python3}
 "$py" -m profiler nsys --out "$out" -- "$py" -m profiler run --modes pageable,pinned_nb --batch-size 1024 \
-  --num-workers 0 --batches 30 --warmup 3 --cpu-work-ms 1 --compute-ms 1 --no-plots --out "$out/run" --force "$@"
+  --num-workers 0 --batches 30 --skip 3 --cpu-work-ms 1 --compute-ms 1 --no-plots --out "$out/run" --force "$@"

@@ -39,7 +39,7 @@ sys.exit(
             "pageable",
             "--batches",
             "200",
-            "--warmup",
+            "--skip",
             "2",
             "--batch-size",
             "4",

@@ -16,7 +16,7 @@ from profiler.report.files import read_timeline
 SMALL = [
     "--batches",
     "4",
-    "--warmup",
+    "--skip",
     "1",
     "--batch-size",
     "16",
@@ -106,7 +106,7 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
 def test_batches_beyond_one_epoch_restart_the_loader(tmp_path: Path) -> None:
     out = tmp_path / "rep"
     args = ["run", "--out", str(out), "--device", "cpu", "--modes", "pageable", "--batch-size", "16",
-            "--dataset-size", "64", "--num-workers", "0", "--batches", "10", "--warmup", "1",
+            "--dataset-size", "64", "--num-workers", "0", "--batches", "10", "--skip", "1",
             "--cpu-work-ms", "0", "--no-plots", "--no-calibrate"]  # fmt: skip
     assert main(args) == 0
     tl = read_timeline(out)

@@ -105,13 +105,17 @@ def test_too_few_batches_gives_no_verdict() -> None:
     assert diagnose(synthetic(n=2))[0].verdict == Verdict.NO_DATA
 
 
-def test_cli_writes_diagnosis_md_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_and_writes_only_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
 
     folder = tmp_path / "rep"
     shutil.copytree(DATA / "h200_naive", folder)
     assert main(["diagnose", str(folder)]) == 0
+    assert "loader bound" in capsys.readouterr().out and not (folder / "diagnosis.md").exists()
+    assert main(["diagnose", str(folder), "--write"]) == 0
     assert "loader bound" in (folder / "diagnosis.md").read_text()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["pageable/bs64/w0/verdict"] == "loader_bound" and "<svg" in (folder / "report.html").read_text()
     capsys.readouterr()
     assert main(["diagnose", str(folder / "timeline.csv"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

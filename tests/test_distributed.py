@@ -64,7 +64,7 @@ def test_pinprof_run_nproc_2_on_cpu_merges_the_ranks(tmp_path: Path) -> None:
             "pageable,staged",
             "--batches",
             "6",
-            "--warmup",
+            "--skip",
             "1",
             "--batch-size",
             "16",

@@ -104,7 +104,7 @@ VOCAB = [
     "--compute-ms",
     "--batches",
     "--epochs",
-    "--warmup",
+    "--skip",
     "--modes",
     "--image-size",
     "--dataset-size",

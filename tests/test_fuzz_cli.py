@@ -33,7 +33,7 @@ def run_flag_cases(rng: random.Random) -> Iterator[Case]:
         "--compute-ms": ["-0.5", "inf", "ms"],
         "--batches": ["0", "-4", "x", "2.5"],
         "--epochs": ["0", "-1", "e"],
-        "--warmup": ["-1", "w"],
+        "--skip": ["-1", "w"],
         "--image-size": ["0", "5000", "-8", "big"],
         "--dataset-size": ["0", "100000000", "-5", "many"],
         "--nproc": ["0", str(cores + 1), "n"],

@@ -80,7 +80,7 @@ def test_gpu_idle_kind_quotes_the_copy_that_nothing_ran_under() -> None:
     assert "issued after the previous step has finished" in finding.evidence
     (change,) = finding.changes
     assert change.sets == {"mode": "prefetch"}
-    assert change.gain_ms == pytest.approx(d.medians["wait"], rel=0.05)
+    assert change.gain_ms == pytest.approx(d.means["wait"], rel=0.05)
 
 
 def test_host_blocked_kind_is_a_blocking_copy_not_a_gpu_idle_one() -> None:
@@ -99,7 +99,7 @@ def test_pin_bound_names_its_cause_and_the_loader_advice_is_withheld() -> None:
     # the loader wait comes in bursts: the median batch waits almost nothing, the mean is the pace
     tl = read_timeline(DATA / "h200_pin_bound")
     fetch = tl[~tl.warmup].fetch_ms
-    assert fetch.median() < 0.1 * fetch.mean() and d.medians["fetch"] == pytest.approx(fetch.mean())
+    assert fetch.median() < 0.1 * fetch.mean() and d.means["fetch"] == pytest.approx(fetch.mean())
 
 
 def test_headline_classes_on_recorded_loops() -> None:

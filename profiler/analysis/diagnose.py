@@ -1,8 +1,13 @@
 """Name the bottleneck of each scenario, with the evidence in numbers and the change that pays most.
 
-Input: a timeline (pinprof's or an nsys import). Each scenario's measured batches (warm-up left out)
-are reduced to medians (means for the loader wait, the pin and the batch time, see ``MEANS``); the headline (``headline``) says whether the loop is input bound, then every
-rule of ``profiler.analysis.rules`` looks at the medians, and the findings are ranked by expected saving.
+Input: a timeline (pinprof's or an nsys import). Each scenario's steady batches (start-up batches
+left out: ``profiler.analysis.warmup``) are reduced to one statistic, the **mean** of each phase: a
+loop's time is the sum of its batches, so means add up (no phase can take more than 100% of the batch
+it is part of, which a median over a mean could) and a saving per batch is what an epoch saves. A
+loader delivers in bursts (most batches wait nothing, a few wait long), which only a mean counts. The
+headline (``headline``) says whether the loop is input bound, then every rule of
+``profiler.analysis.rules`` reads the means, and the findings are ranked by expected saving. The
+medians (the typical batch) are kept beside them for the report.
 """
 
 from __future__ import annotations
@@ -36,11 +41,8 @@ TIMES = (
     "batch",
 )
 COUNTS = ("pin_faults", "pin_allocs")
-# Means, not medians: a loader delivers in bursts (prefetch_factor x num_workers batches ready, then a
-# wait for the next), so most batches wait nothing and a few wait long. The loop's pace is their
-# total; on the H200 a pin-bound loop had a median fetch of 0.22 ms and a mean of 12 ms
-# (tests/data/h200_pin_bound).
-MEANS = ("fetch", "pin", "batch")
+# On the H200 a pin-bound loop had a median fetch of 0.22 ms and a mean of 12 ms
+# (tests/data/h200_pin_bound): the median said the loader never made the loop wait.
 
 
 def _stat(g: pd.DataFrame, col: str, how: str = "median") -> float:
@@ -72,8 +74,9 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     wanted += [*CONFIG, *(f"{c}_ms" for c in TIMES), *COUNTS, "h2d_ms"]
     tl = tl[[c for c in dict.fromkeys(wanted) if c in tl]]
     for scen, g in _groups(tl):
-        m = {c: _stat(g, f"{c}_ms", "mean" if c in MEANS else "median") for c in TIMES}
+        m = {c: _stat(g, f"{c}_ms", "mean") for c in TIMES}
         m.update({c: _stat(g, c) for c in COUNTS})
+        medians = {c: _stat(g, f"{c}_ms") for c in TIMES}
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)
         cfg = g.iloc[0]
@@ -83,5 +86,5 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
             case = Case(m, cfg, cores)
             findings, head = run_rules(case), headline(case)
         findings.sort(key=lambda f: (-f.gain_ms, list(Verdict).index(f.verdict)))
-        out.append(Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings, head))
+        out.append(Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings, head, medians))
     return out

@@ -75,12 +75,17 @@ class Headline:
 
 @dataclass
 class Diagnosis:
+    """One scenario's diagnosis. ``means``: what the rules read (ms per batch, means over the steady
+    batches; ``bytes``, ``pinned_GBps`` and the pin counts under their own names); ``medians``: the
+    typical batch's phases (ms), for the report."""
+
     scenario: str
     mode: str
     batches: int
-    medians: dict[str, float]
+    means: dict[str, float]
     findings: list[Finding]
     headline: Headline = field(default_factory=lambda: Headline(InputBound.UNKNOWN, float("nan"), ""))
+    medians: dict[str, float] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:

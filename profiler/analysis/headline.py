@@ -1,5 +1,6 @@
 """The headline of a scenario's diagnosis: is the loop input bound, and if not, what sets its pace.
 
+Every figure is a mean over the steady batches (``profiler.analysis.diagnose``), and the text says so.
 Input share = (loader wait + exposed transfer) / batch time, the share of each batch the loop spends
 waiting for its input. The classes and thresholds are TensorBoard's input-pipeline analyzer's (xprof,
 ``input_pipeline_analyzer.cc``: ``kHighlyInfeedBoundThresholdInPercent = 20``,
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiler.analysis.findings import Headline, InputBound
-from profiler.analysis.rules.base import Case, fmt
+from profiler.analysis.rules.base import Case, fmt, pct
 
 HIGHLY_SHARE = 0.20
 MODERATELY_SHARE = 0.05
@@ -26,14 +27,14 @@ def _pace(c: Case) -> str:
     name = "GPU compute" if c.gpu else "compute (host clock, no GPU)"
     if max(comp, cpu) >= PACE_SHARE * c.batch:
         what, ms = (name, comp) if comp >= cpu else ("the user's CPU work", cpu)
-        return f"{what} sets the pace: {fmt(ms)} of each {fmt(c.batch)} batch ({ms / c.batch:.0%})"
+        return f"{what} sets the pace: {fmt(ms)} of the mean {fmt(c.batch)} batch ({pct(ms, c.batch)})"
     # In a loop that synchronizes each step (loss.item()) the phases run one after the other, so what
     # they leave of the batch is code outside them; where they overlap it is negative and not said.
     rest = c.batch - c.fetch - c.exposed - comp - cpu
     untimed = f"; {fmt(rest)} is outside the timed phases" if rest >= 0.1 * c.batch else ""
     return (
-        f"no single phase sets the pace: {name} {comp / c.batch:.0%}, CPU work {cpu / c.batch:.0%} of the "
-        f"{fmt(c.batch)} batch{untimed}"
+        f"no single phase sets the pace: {name} {pct(comp, c.batch)}, CPU work {pct(cpu, c.batch)} of the "
+        f"mean {fmt(c.batch)} batch{untimed}"
     )
 
 
@@ -41,18 +42,18 @@ def headline(c: Case) -> Headline:
     """The scenario's class and the sentence that says it (see the module docstring)."""
     if not c.batch or np.isnan(c.batch):
         return Headline(InputBound.UNKNOWN, float("nan"), "no batch time measured")
-    share = (c.fetch + c.exposed) / c.batch
-    parts = f"loader wait {fmt(c.fetch)}, exposed transfer {fmt(c.exposed)}"
+    share = min((c.fetch + c.exposed) / c.batch, 1.0)
+    parts = f"mean loader wait {fmt(c.fetch)}, exposed transfer {fmt(c.exposed)}"
     if share >= HIGHLY_SHARE:
         return Headline(
             InputBound.HIGHLY,
             share,
-            f"highly input bound: {share:.0%} of each {fmt(c.batch)} batch waits for input ({parts})",
+            f"highly input bound: {share:.0%} of the mean {fmt(c.batch)} batch waits for input ({parts})",
         )
     if share >= MODERATELY_SHARE:
         return Headline(
             InputBound.MODERATELY,
             share,
-            f"moderately input bound: {share:.0%} of each {fmt(c.batch)} batch waits for input ({parts}); {_pace(c)}",
+            f"moderately input bound: {share:.0%} of the mean {fmt(c.batch)} batch waits for input ({parts}); {_pace(c)}",
         )
-    return Headline(InputBound.NOT, share, f"not input bound ({share:.1%} of each batch waits for input): {_pace(c)}")
+    return Headline(InputBound.NOT, share, f"not input bound ({share:.1%} of the mean batch waits for input): {_pace(c)}")

@@ -26,7 +26,7 @@ class RunOptions:
     compute_ms: list[float] = field(default_factory=lambda: [2.0])
     batches: int | None = 40
     epochs: int | None = None
-    warmup: int = 5
+    skip: int | None = None  # None: start-up batches found in the data (profiler.analysis.warmup)
     dataset: str = "synthetic"
     data_root: str | None = None
     download: bool = False

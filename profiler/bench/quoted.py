@@ -22,7 +22,7 @@ QUOTED: dict[str, list[str]] = {
         "0",
         "--compute-ms",
         "0",
-        "--warmup",
+        "--skip",
         "5",
     ],
     "better": [
@@ -36,7 +36,7 @@ QUOTED: dict[str, list[str]] = {
         "100",
         "--compute-ms",
         "0",
-        "--warmup",
+        "--skip",
         "2",
     ],
 }

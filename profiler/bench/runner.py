@@ -40,6 +40,10 @@ from profiler.timeline import schema as timeline
 
 __all__ = ["RunOptions", "calibrate_and_split", "run_matrix", "run_scenario", "scenarios"]
 
+# Batches run beyond --batches when no --skip is given: start-up (workers, first pins, autotuning)
+# takes a few, which the rule of profiler.analysis.warmup leaves out of the figures.
+START_ROOM = 5
+
 
 def _progress(total: int | None, desc: str, enabled: bool) -> Any:
     from tqdm import tqdm
@@ -73,12 +77,14 @@ def run_scenario(
         persistent_workers=False,
     )
     prof = TransferProfiler(
-        sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.warmup, origin_ms=origin
+        sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.skip or 0, origin_ms=origin
     )
     register(prof)
     flusher = None if journal is None else Flusher(prof, journal, FlushClock.from_settings())
     per_epoch = len(loader)
-    limit = None if opts.epochs else (opts.batches or per_epoch) + opts.warmup
+    # Room for the start-up batches: --skip's, or START_ROOM for the rule to find them in.
+    room = START_ROOM if opts.skip is None else opts.skip
+    limit = None if opts.epochs else (opts.batches or per_epoch) + room
     total = per_epoch * opts.epochs if opts.epochs else limit
     enabled = sys.stdout.isatty() if opts.progress is None else opts.progress
     bar = _progress(total, sc.name, enabled)
@@ -205,6 +211,7 @@ def _run_matrix(
         options={k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
         dataset_len=len(cast(Sized, dataset)),  # every dataset build() makes has a length
         origin_monotonic_ms=origin,
+        warmup_policy="auto" if opts.skip is None else "skip",
         **rank_info(),
     )
     done = Progress()

@@ -179,7 +179,7 @@ def profile(
     command: Sequence[str],
     out: Path | None,
     *,
-    skip: int = 0,
+    skip: int | None = None,
     batches: int | None = None,
     device: str | None = None,
     nvtx: bool = True,

@@ -52,6 +52,7 @@ def write_session_report(
         profiler_error=auto_hooks.failure,
         origin_monotonic_ms=session.origin,
         one_ahead=session.lagging,
+        warmup_policy=session.warmup_policy,
         **ranks,
     )
     if session.cuda:

@@ -17,7 +17,7 @@ loader are separate scenarios) and is driven by the hooks of ``profiler.capture.
 - NVTX: ``loop <scenario>`` around each ``batch <n>`` range, so an nsys import tells loaders apart.
 
 The mode column says what the copies were: ``pinned_nb`` (pinned source, non_blocking), ``pinned``,
-``pageable_nb`` or ``pageable``, from the first copy. Batches before ``skip`` are flagged warm-up;
+``pageable_nb`` or ``pageable``, from the first copy. Batches before ``skip`` (when given) are flagged warm-up;
 after ``limit`` batches of a loader, its later batches are not recorded.
 """
 
@@ -73,7 +73,7 @@ class AutoSession:
         self,
         device: str | torch.device | None = None,
         *,
-        skip: int = 0,
+        skip: int | None = None,
         limit: int | None = None,
         nvtx: bool = True,
         run: str = "profile",
@@ -83,7 +83,10 @@ class AutoSession:
     ) -> None:
         self.device = resolve_device(device)
         self.cuda = self.device.type == "cuda"
-        self.skip, self.limit, self.nvtx, self.run, self.gate = skip, limit, nvtx, run, gate
+        self.skip, self.limit, self.nvtx, self.run, self.gate = skip or 0, limit, nvtx, run, gate
+        # No --skip: the start-up batches are found in the data when the report is read
+        # (profiler.analysis.warmup); with one, its flags are the warm-up.
+        self.warmup_policy = "auto" if skip is None else "skip"
         self.origin = now_ms()
         self.main = threading.get_ident()
         self.profs: dict[int, TransferProfiler] = {}
@@ -136,6 +139,7 @@ class AutoSession:
         (None once ``limit`` batches of it were recorded)."""
         self.end_batch()
         prof = self.profiler_for(it)
+        prof._new_epoch(it)
         n = prof._next_batch
         if self.limit is not None and n >= self.limit + self.skip:
             return None

@@ -61,7 +61,7 @@ def fetch(prof: TransferProfiler, it: Iterator[Any], n: int) -> tuple[Record, An
 
 def fetch_begin(prof: TransferProfiler, n: int) -> Record:
     rec = dict(TEMPLATE)
-    rec["batch"], rec["warmup"] = n, n < prof.warmup
+    rec["batch"], rec["warmup"], rec["epoch"] = n, n < prof.warmup, max(prof._epoch, 0)
     rec["fetch_s"] = now_ms()
     prof.nvtx.push("fetch")
     return rec

@@ -41,6 +41,7 @@ def prefetched(prof: TransferProfiler, loader: Iterable[Any], limit: int | None)
     with looping(prof, loader, limit):
         nvtx = prof.nvtx
         it = iter(loader)
+        prof._new_epoch(it)
         n = prof._next_batch
         ahead = _fetch_and_copy(prof, it, n) if limit != 0 else None
         step_start = ahead[0]["fetch_s"] if ahead is not None else 0.0  # the first step includes its fetch

@@ -95,6 +95,8 @@ class TransferProfiler:
         self._store = Store()
         self._cur: dict[str, Any] | None = None
         self._next_batch = 0
+        # Which pass over the loader: each new iterator of it is an epoch (its workers may restart).
+        self._epoch, self._iterator_id = -1, None
         self._warned: set[str] = set()
         self._anchor: Anchor | None = None
         self._gate: StreamGate | None = None
@@ -120,6 +122,7 @@ class TransferProfiler:
             nvtx = self.nvtx
             named = nvtx.active  # no batch name to format when no tool listens
             it = iter(loader)
+            self._new_epoch(it)
             count = 0
             while limit is None or count < limit:
                 if len(self._pending) >= 8:  # amortise: read finished events a few batches at a time
@@ -143,6 +146,12 @@ class TransferProfiler:
                         self._commit(rec)
                         self._cur = None
                 count += 1
+
+    def _new_epoch(self, it: Any) -> None:
+        """``it`` is the loader's iterator now: a different one from before starts the next epoch."""
+        if id(it) != self._iterator_id:
+            self._epoch += 1
+            self._iterator_id = id(it)
 
     def _begin(self, loader: Iterable[Any]) -> None:
         if self._origin is None:

@@ -16,6 +16,7 @@ NAN = float("nan")
 
 NUMERIC = (
     "batch",
+    "epoch",
     "bytes",
     "copies",
     "warmup",
@@ -27,6 +28,7 @@ HOST_FIELDS = (*NUMERIC, "src_memory")
 TEMPLATE: dict[str, Any] = {
     **{k: NAN for k in RAW_HOST},
     **{k: NAN for k in RAW_PIN},
+    "epoch": 0,
     "bytes": -1,
     "copies": 0,
     "warmup": False,
@@ -163,6 +165,7 @@ class Store:
         out: dict[str, Any] = {k: host[:, j] for j, k in enumerate(NUMERIC)}
         out.update({k: gpu[:, j] for j, k in enumerate(RAW_GPU)})
         out["batch"] = out["batch"].astype(np.int64)
+        out["epoch"] = out["epoch"].astype(np.int64)
         out["bytes"] = out["bytes"].astype(np.int64)
         out["copies"] = out["copies"].astype(np.int64)
         out["warmup"] = [bool(v) for v in out["warmup"]]

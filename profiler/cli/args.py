@@ -114,6 +114,19 @@ def size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def load_report(path: Path, skip: int | None = None) -> tuple[pd.DataFrame, Path, dict[str, Any]]:
+    """The timeline at ``path``, the folder it lies in and its meta.json (``{}`` when there is none);
+    ``skip``: each scenario's first ``skip`` batches are warm-up, the start-up rule is off."""
+    from profiler.report import files
+
+    tl, folder = load_timeline(path)
+    meta = files.read_meta(folder / files.META) if (folder / files.META).is_file() else {}
+    if skip is not None:
+        tl = tl.assign(warmup=tl["batch"].to_numpy() < skip)
+        meta = {**meta, "warmup_policy": "skip"}
+    return tl, folder, meta
+
+
 def load_timeline(path: Path) -> tuple[pd.DataFrame, Path]:
     """The timeline at ``path`` (a report folder or a CSV) and the folder it lies in; refuses an empty one."""
     from profiler.report import files

@@ -18,9 +18,11 @@ def add(sub: Subparsers) -> None:
         default=None,
         help="comma list like 64K,1M,1G (default 64 KiB .. 1 GiB)",
     )
-    p.add_argument("--repeats", type=positive_int("--repeats"), default=5)
-    p.add_argument("--out", type=Path, default=None, help="folder for bandwidth.csv and bandwidth.png")
-    p.add_argument("--device", default="cuda")
+    p.add_argument("--repeats", type=positive_int("--repeats"), default=5, help="timed copies per size and method (default: 5)")
+    p.add_argument(
+        "--out", type=Path, default=None, help="folder for bandwidth.csv and bandwidth.png (default: reports/bandwidth-<time>)"
+    )
+    p.add_argument("--device", default="cuda", help="the CUDA device to copy to (default: cuda, the current one)")
     p.set_defaults(func=run)
 
 
@@ -33,6 +35,13 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from profiler.report import files
     from profiler.units import format_size
 
+    import torch
+
+    if not torch.cuda.is_available() and str(args.device).startswith("cuda"):
+        raise UsageError(
+            "the bandwidth sweep times host-to-device copies and needs a CUDA GPU; torch.cuda.is_available() "
+            "is False here (run it on the GPU machine)"
+        )
     dev = resolve_device(args.device)
     if dev.type != "cuda":
         raise UsageError(f"--device {args.device!r}: the bandwidth sweep needs a CUDA device")

@@ -11,8 +11,10 @@ from profiler.cli.args import Subparsers
 
 def add(sub: Subparsers) -> None:
     p = sub.add_parser("nsys-import", help="turn an nsys capture (.sqlite, .nsys-rep, .qdstrm) into nsys_timeline.csv")
-    p.add_argument("report", type=Path)
-    p.add_argument("--compare", type=Path, default=None, help="pinprof timeline (or report folder) to compare with")
+    p.add_argument("report", type=Path, help="the capture: report.qdstrm, report.nsys-rep or its SQLite export")
+    p.add_argument(
+        "--compare", type=Path, default=None, help="pinprof timeline (or report folder) to compare with (default: none)"
+    )
     p.add_argument("--out", type=Path, default=None, help="folder for the tables (default: next to the report)")
     p.set_defaults(func=run)
 

@@ -19,12 +19,18 @@ def add(sub: Subparsers) -> None:
     )
     p.add_argument("--out", type=Path, default=None, help="report folder (default reports/profile-<script>-<time>)")
     p.add_argument(
-        "--batches", type=positive_int("--batches"), default=None, help="record at most N batches per loader"
+        "--batches", type=positive_int("--batches"), default=None, help="record at most N batches per loader (default: every batch)"
     )
-    p.add_argument("--skip", type=nonneg_int("--skip"), default=0, help="flag each loader's first N batches warm-up")
+    p.add_argument(
+        "--skip",
+        type=nonneg_int("--skip"),
+        default=None,
+        metavar="N",
+        help="flag each loader's first N batches warm-up (default: found from the data, per loader and epoch)",
+    )
     p.add_argument("--device", default=None, help="the device the copies go to (default: cuda if available)")
-    p.add_argument("--no-nvtx", action="store_true")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-nvtx", action="store_true", help="emit no NVTX ranges (default: emit them)")
+    p.add_argument("--no-plots", action="store_true", help="draw no PNGs (default: draw gantt.png and phases.png)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program, as you would run it")
     p.set_defaults(func=run)
 

@@ -28,8 +28,13 @@ def add(sub: Subparsers) -> None:
         description="Profile transfer modes x loader settings; several values per axis "
         "(e.g. --batch-size 64,1024) run the cross product.",
     )
-    p.add_argument("--modes", type=modes, default=list(MODES), help=f"comma list of {', '.join(MODES)} or all")
-    p.add_argument("--batch-size", type=list_of(int, "--batch-size", 0, False), default=[64, 1024])
+    p.add_argument("--modes", type=modes, default=list(MODES), help=f"comma list of {', '.join(MODES)} or all (default: all)")
+    p.add_argument(
+        "--batch-size",
+        type=list_of(int, "--batch-size", 0, False),
+        default=[64, 1024],
+        help="comma list of batch sizes, one scenario each (default: 64,1024)",
+    )
     p.add_argument(
         "--num-workers",
         type=list_of(int, "--num-workers", 0, maximum=MAX_WORKERS),
@@ -37,40 +42,67 @@ def add(sub: Subparsers) -> None:
         help=f"default {DEFAULT_WORKERS}: 4, or the CPU cores if fewer",
     )
     p.add_argument(
-        "--prefetch-factor", type=list_of(int, "--prefetch-factor", 0, False, maximum=MAX_PREFETCH), default=[2]
+        "--prefetch-factor",
+        type=list_of(int, "--prefetch-factor", 0, False, maximum=MAX_PREFETCH),
+        default=[2],
+        help="comma list of the loader's prefetch_factor (default: 2; not used with 0 workers)",
     )
     p.add_argument(
         "--cpu-work-ms",
         type=list_of(float, "--cpu-work-ms", 0),
         default=[2.0],
-        help="busy CPU work per batch, meant to overlap the copy (ms)",
+        help="busy CPU work per batch, meant to overlap the copy, ms (default: 2)",
     )
     p.add_argument(
         "--compute-ms",
         type=list_of(float, "--compute-ms", 0),
         default=[2.0],
-        help="GPU work per batch (ms; skipped without CUDA)",
+        help="GPU work per batch, ms; skipped without CUDA (default: 2)",
     )
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--batches", type=positive_int("--batches"), default=40, help="measured batches per scenario")
-    g.add_argument("--epochs", type=positive_int("--epochs"), default=None, help="whole epochs instead of --batches")
-    p.add_argument("--warmup", type=nonneg_int("--warmup"), default=5, help="batches flagged warm-up, not summarised")
-    p.add_argument("--dataset", choices=["synthetic", "cifar10", "imagefolder"], default="synthetic")
-    p.add_argument("--data-root", default=None, help="folder for cifar10 / imagefolder")
-    p.add_argument("--download", action="store_true", help="let torchvision download CIFAR-10")
-    p.add_argument("--image-size", type=positive_int("--image-size"), default=None)
-    p.add_argument("--dataset-size", type=positive_int("--dataset-size"), default=50_000)
+    g.add_argument("--batches", type=positive_int("--batches"), default=40, help="measured batches per scenario (default: 40)")
+    g.add_argument("--epochs", type=positive_int("--epochs"), default=None, help="whole epochs instead of --batches (default: off)")
+    p.add_argument(
+        "--skip",
+        type=nonneg_int("--skip"),
+        default=None,
+        metavar="N",
+        help="flag each scenario's first N batches warm-up and run N more (default: run 5 more and find the "
+        "start-up batches in the data)",
+    )
+    p.add_argument(
+        "--dataset",
+        choices=["synthetic", "cifar10", "imagefolder"],
+        default="synthetic",
+        help="where the images come from (default: synthetic, CIFAR-10-shaped images made in memory)",
+    )
+    p.add_argument("--data-root", default=None, help="folder for cifar10 / imagefolder (default: none)")
+    p.add_argument("--download", action="store_true", help="let torchvision download CIFAR-10 (default: off)")
+    p.add_argument(
+        "--image-size",
+        type=positive_int("--image-size"),
+        default=None,
+        help="resize images to N x N (default: the dataset's own size, 32 for synthetic)",
+    )
+    p.add_argument(
+        "--dataset-size",
+        type=positive_int("--dataset-size"),
+        default=50_000,
+        help="items in the synthetic dataset (default: 50000)",
+    )
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--out", type=Path, default=None, help="report folder (default reports/run-<timestamp>)")
-    p.add_argument("--force", action="store_true", help="overwrite a non-empty --out")
-    p.add_argument("--no-nvtx", action="store_true")
-    p.add_argument("--no-calibrate", action="store_true", help="skip the bandwidth calibration")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--force", action="store_true", help="overwrite a non-empty --out (default: refuse)")
+    p.add_argument("--no-nvtx", action="store_true", help="emit no NVTX ranges (default: emit them)")
+    p.add_argument(
+        "--no-calibrate", action="store_true", help="skip the bandwidth calibration (default: calibrate on a GPU)"
+    )
+    p.add_argument("--no-plots", action="store_true", help="draw no PNGs (default: draw gantt.png and phases.png)")
     p.add_argument(
         "--nproc",
         type=positive_int("--nproc", MAX_RANKS),
         default=1,
-        help="run the matrix in N ranks at once (one GPU each; gloo on CPU), merged into one report",
+        help="run the matrix in N ranks at once (one GPU each; gloo on CPU), merged into one report (default: 1)",
     )
     p.set_defaults(func=run)
 
@@ -91,7 +123,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         compute_ms=args.compute_ms,
         batches=None if args.epochs else args.batches,
         epochs=args.epochs,
-        warmup=args.warmup,
+        skip=args.skip,
         dataset=args.dataset,
         data_root=args.data_root,
         download=args.download,

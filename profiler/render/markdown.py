@@ -59,10 +59,21 @@ def summary_table(summary: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n\nMedians over measured batches, in ms; empty = not measured.\n"
 
 
-def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None, ranks: list[str] | None = None) -> str:
+STATISTIC = (
+    "Figures are means over each scenario's steady batches (start-up batches left out, see below): a "
+    "loop's time is the sum of its batches, so the shares add up and a saving per batch is what an epoch saves."
+)
+
+
+def diagnosis_text(
+    diags: list[Diagnosis],
+    comparisons: list[str] | None = None,
+    ranks: list[str] | None = None,
+    warmup: list[str] | None = None,
+) -> str:
     """The report a person reads: the headline, then findings ranked by expected saving (verdict,
-    evidence, changes), then the mode comparison."""
-    lines = []
+    evidence, changes), then the start-up batches left out and the mode comparison."""
+    lines = [STATISTIC, ""]
     for d in diags:
         lines.append(f"## {md(d.scenario)}  ({d.batches} batches)")
         if d.headline.text:
@@ -76,6 +87,10 @@ def diagnosis_text(diags: list[Diagnosis], comparisons: list[str] | None = None,
             for c in sorted(fd.changes, key=lambda c: -c.gain_ms):
                 gain = f" (saves about {c.gain_ms:.3f} ms/batch)" if c.gain_ms > 0 else ""
                 lines.append(f"    - change: {md(c.what)}{gain}")
+        lines.append("")
+    if warmup:
+        lines.append("## Start-up batches left out")
+        lines.extend(f"- {md(w)}" for w in warmup)
         lines.append("")
     if ranks:
         lines.append("## Across ranks")

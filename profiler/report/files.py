@@ -22,6 +22,7 @@ from profiler.timeline.schema import DURATIONS, SCHEMA, conform
 
 TIMELINE = "timeline.csv"
 SUMMARY = "summary.csv"
+SUMMARY_JSON = "summary.json"
 META = "meta.json"
 CALIBRATION = "calibration.csv"
 

@@ -1,7 +1,8 @@
 """A whole report folder: timeline, summary, metadata, diagnosis and plots, each file written atomically.
 
 Files: timeline.csv (one row per batch), summary.csv and summary.md (one row per scenario),
-meta.json, calibration.csv (when calibrated), diagnosis.md, gantt.png and phases.png.
+meta.json, calibration.csv (when calibrated), diagnosis.md, summary.json (the verdicts, flat, for
+a tracker), report.html (one self-contained page), gantt.png and phases.png.
 """
 
 from __future__ import annotations
@@ -12,21 +13,20 @@ from typing import Any
 
 import pandas as pd
 
-from profiler.analysis.compare import compare_modes
-from profiler.analysis.diagnose import diagnose
-from profiler.analysis.findings import Diagnosis
-from profiler.analysis.ranks import diagnose_ranks
-from profiler.analysis.summary import summarize
+from profiler.analysis.reading import Analysis, analyse
+from profiler.analysis.warmup import AUTO
 from profiler.names import clean
 from profiler.render.markdown import diagnosis_text, md, summary_table
 from profiler.report import files
 
 
-def diagnosis_of(folder: Path, tl: pd.DataFrame, cpu_count: int | None) -> tuple[list[Diagnosis], str]:
-    """The diagnoses of ``tl`` (with the folder's calibration, if any) and their Markdown."""
-    cal = files.read_calibration(folder)
-    diags = diagnose(tl, cal, cpu_count)
-    return diags, diagnosis_text(diags, compare_modes(tl), diagnose_ranks(tl, cal))
+def diagnosis_of(
+    folder: Path, tl: pd.DataFrame, info: dict[str, Any], per_epoch: dict[str, int] | None = None
+) -> tuple[Analysis, str]:
+    """The reading of ``tl`` (with the folder's calibration, if any; ``info``: its meta.json) and the
+    diagnosis in Markdown."""
+    a = analyse(tl, files.read_calibration(folder), info, per_epoch)
+    return a, diagnosis_text(a.diags, a.comparisons, a.ranks, a.warmup)
 
 
 def partial_label(info: dict[str, Any]) -> str:
@@ -41,11 +41,18 @@ def partial_label(info: dict[str, Any]) -> str:
     return f" (PARTIAL: interrupted by {md(clean(why))})" if isinstance(why, str) and why else " (PARTIAL: interrupted)"
 
 
-def write_diagnosis(folder: Path, text: str, partial: str = "") -> None:
-    """diagnosis.md of the report in ``folder``."""
-    files.write_text_atomic(
-        folder / "diagnosis.md", f"# pinprof diagnosis: {md(clean(folder.name))}{partial}\n\n{text}"
-    )
+def write_diagnosis(folder: Path, a: Analysis, text: str, info: dict[str, Any]) -> list[Path]:
+    """The files that say what a report means: diagnosis.md, summary.json and report.html."""
+    from profiler.render.html import report_html
+    from profiler.render.json import summary_json
+
+    partial = partial_label(info)
+    title = f"{clean(folder.name)}{partial}"
+    made = [folder / "diagnosis.md", folder / files.SUMMARY_JSON, folder / "report.html"]
+    files.write_text_atomic(made[0], f"# pinprof diagnosis: {md(title)}\n\n{text}")
+    files.write_json(summary_json(a, partial=bool(partial)), made[1])
+    files.write_text_atomic(made[2], report_html(title, a, info))
+    return made
 
 
 def write_report(
@@ -56,19 +63,24 @@ def write_report(
     echo: Callable[[str], None],
     plots: bool = True,
 ) -> None:
-    """Write timeline, summary and metadata (atomically), then the diagnosis and, if asked, the plots."""
-    files.write_csv(tl, out / files.TIMELINE)
-    summ = summarize(tl, per_epoch)
-    files.write_csv(summ, out / files.SUMMARY)
+    """Write timeline, summary and metadata (atomically), then the diagnosis, summary.json,
+    report.html and, if asked, the plots; the terminal gets the table and the diagnosis in brief."""
+    from profiler.render.terminal import brief, table
+
+    info = {**info, "warmup_policy": info.get("warmup_policy", AUTO)}
+    a, text = diagnosis_of(out, tl, info, per_epoch)
+    files.write_csv(a.tl, out / files.TIMELINE)  # start-up batches flagged warmup, as every figure reads them
+    files.write_csv(a.summary, out / files.SUMMARY)
     files.write_json(info, out / files.META)
-    table = summary_table(summ) if len(summ) else "No batch was measured.\n"
+    md_table = summary_table(a.summary) if len(a.summary) else "No batch was measured.\n"
     partial = partial_label(info)
-    files.write_text_atomic(out / "summary.md", f"# pinprof run {md(clean(out.name))}{partial}\n\n{table}")
-    echo(table)
+    files.write_text_atomic(out / "summary.md", f"# pinprof run {md(clean(out.name))}{partial}\n\n{md_table}")
+    echo(table(a.summary) if len(a.summary) else "No batch was measured.")
     if len(tl):
-        write_diagnosis(out, diagnosis_of(out, tl, info.get("cpu_count"))[1], partial)
+        write_diagnosis(out, a, text, info)
         if plots:
             from profiler.render import plots as plotting  # matplotlib: only when pictures are asked for
 
-            plotting.write_all(tl, out)
-    echo(f"pinprof: report written to {out}/{partial} (diagnosis: pinprof diagnose {out})")
+            plotting.write_all(a.tl, out)
+        echo(brief(a))
+    echo(f"pinprof: report written to {out}/{partial}: open {out / 'report.html'}")

@@ -76,6 +76,7 @@ def build_timeline(
         {
             **{k: static.get(k) for k in ("run", "scenario", "mode")},
             "batch": raw["batch"],
+            "epoch": raw["epoch"] if "epoch" in raw else np.zeros(n, dtype=np.int64),
             "warmup": raw["warmup"],
             **{k: static.get(k, d) for k, d in (("rank", 0), ("local_rank", 0), ("world_size", 1))},
             "bytes": raw["bytes"],

@@ -5,7 +5,8 @@ milliseconds; an empty cell (NaN) means "not measured", never 0):
 
 identity
     run (str), scenario (str: mode and loader settings), mode (str), batch (int, 0-based),
-    warmup (bool: excluded from summaries), rank, local_rank, world_size (int; 0, 0, 1 outside
+    epoch (int, 0-based: which pass over the loader, a new iterator each; 0 in files from elsewhere),
+    warmup (bool: start-up batches, excluded from the figures: ``profiler.analysis.warmup``), rank, local_rank, world_size (int; 0, 0, 1 outside
     torch.distributed)
 data
     bytes (int: all tensors of every ``to_device`` call of the batch), copies (Int64: number of
@@ -96,6 +97,7 @@ IDENTITY: dict[str, str] = {
     "scenario": "str",
     "mode": "str",
     "batch": "int64",
+    "epoch": "int64",
     "warmup": "bool",
     "rank": "int64",
     "local_rank": "int64",
@@ -115,7 +117,7 @@ CONFIG: dict[str, str] = {
 }
 COUNTS: dict[str, str] = {"pin_faults": "Int64", "pin_allocs": "Int64"}
 # What a missing identity column means in a file from elsewhere (an nsys import, an older version).
-DEFAULTS: dict[str, Any] = {"warmup": False, "rank": 0, "local_rank": 0, "world_size": 1, "gpu_clock": "unknown"}
+DEFAULTS: dict[str, Any] = {"epoch": 0, "warmup": False, "rank": 0, "local_rank": 0, "world_size": 1, "gpu_clock": "unknown"}
 SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG, **COUNTS}
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 

@@ -126,8 +126,16 @@ def fired(case: Case, *verdicts: Verdict) -> bool:
     return any(f.verdict in verdicts for f in case.found)
 
 
+def pct(part: float, whole: float, digits: int = 0) -> str:
+    """``part`` as a share of ``whole``, never above 100%: with means a phase is part of the batch it
+    lies in, and one timed on another clock (the GPU's) that reads longer is still all of it."""
+    if not whole or np.isnan(whole) or np.isnan(part):
+        return "n/a"
+    return f"{min(part / whole, 1.0):.{digits}%}"
+
+
 def share(ms: float, case: Case) -> str:
-    return f"{ms / case.batch:.0%}" if case.batch else "n/a"
+    return pct(ms, case.batch)
 
 
 Settings = dict[str, Any]

@@ -60,7 +60,7 @@ LOADER_BOUND = Rule(
     # When the pin thread is the slow stage, more workers cannot help: that rule says what can.
     lambda c: c.fetch >= LOADER_SHARE * c.batch and not fired(c, Verdict.PIN_THREAD_BOUND),
     lambda c: (
-        f"the loop waits {fmt(c.m['fetch'])} of each {fmt(c.batch)} batch ({share(c.fetch, c)}) on the "
+        f"the loop waits {fmt(c.m['fetch'])} of the mean {fmt(c.batch)} batch ({share(c.fetch, c)}) on the "
         "DataLoader's workers; pinning or copy tricks cannot help that part."
     ),
     _loader_remedies,
@@ -72,7 +72,7 @@ CPU_WORK_BOUND = Rule(
     f"the user's CPU work takes at least {WORK_SHARE:.0%} of the batch",
     lambda c: c.cpu >= WORK_SHARE * c.batch,
     lambda c: (
-        f"CPU work takes {fmt(c.m['cpu_work'])} of each {fmt(c.batch)} batch ({share(c.cpu, c)}); "
+        f"CPU work takes {fmt(c.m['cpu_work'])} of the mean {fmt(c.batch)} batch ({share(c.cpu, c)}); "
         "the input pipeline and the copy are not the bottleneck."
     ),
     lambda c: [Change("make the CPU work cheaper, or move it to the DataLoader workers", c.cpu)],
@@ -85,7 +85,7 @@ COMPUTE_BOUND = Rule(
     lambda c: c.comp >= WORK_SHARE * c.batch,
     # Without CUDA, compute() is timed by the host clock: it is the loop's own work, not the GPU's.
     lambda c: (
-        f"{'GPU compute' if c.gpu else 'compute (host clock, no GPU)'} takes {fmt(c.m['compute'])} of each "
+        f"{'GPU compute' if c.gpu else 'compute (host clock, no GPU)'} takes {fmt(c.m['compute'])} of the mean "
         f"{fmt(c.batch)} batch ({share(c.comp, c)}): the input pipeline does not set the pace."
     ),
 )

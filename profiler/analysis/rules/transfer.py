@@ -52,7 +52,7 @@ LAYOUT_COPY = Rule(
     f"the main thread spends at least {TOO_SMALL_SHARE:.0%} of the batch making non-dense tensors contiguous",
     lambda c: c.layout > 0 and c.layout >= TOO_SMALL_SHARE * c.batch,
     lambda c: (
-        f"the main thread spends {fmt(c.m['layout'])} of each {fmt(c.batch)} batch making non-dense tensors "
+        f"the main thread spends {fmt(c.m['layout'])} of the mean {fmt(c.batch)} batch making non-dense tensors "
         "(slices, expand(), strided views) contiguous before their copy; torch does the same inside .to(), where "
         "it looks like transfer time. Their DMA then reads that pageable copy, pinned or not."
     ),

@@ -1,0 +1,128 @@
+"""Did a change help? Two readings of the same loop (before and after a change), scenario by scenario
+and phase by phase, each difference judged against both runs' batch-to-batch noise.
+
+Scenarios are paired by name; what is left unpaired on both sides (a change of ``num_workers``
+renames the scenario, ``.../w2`` to ``.../w8``) is paired in order of appearance, and the pairing is
+said. The figure judged is the mean per steady batch (what an epoch costs, as in the diagnosis); the
+median (the typical batch) is shown beside it. The noise of a phase is the larger of the two runs'
+robust batch-to-batch spreads (1.4826 x the median absolute deviation), and at least
+``FLOOR_SHARE`` of the before batch: a difference within it is "no measurable difference". This is
+stricter than a standard error on purpose: two runs of one script differ by more than their batches
+say (the machine's state, the files' cache), and a report must not call that drift a gain.
+
+``compare`` returns one ``PhaseChange`` per (pair, phase) measured on both sides:
+    before, after (str: scenario names), phase (str), before_mean_ms, after_mean_ms,
+    before_median_ms, after_median_ms, delta_ms (after mean - before mean; negative is faster),
+    noise_ms, ratio (|delta| / noise), measurable (bool), before_batches, after_batches (int).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+PHASES = ("batch", "fetch", "pin", "stage", "layout", "h2d", "wait", "cpu_work", "compute")
+MAD_TO_SIGMA = 1.4826
+FLOOR_SHARE = 0.01
+
+
+@dataclass
+class PhaseChange:
+    before: str
+    after: str
+    phase: str
+    before_mean_ms: float
+    after_mean_ms: float
+    before_median_ms: float
+    after_median_ms: float
+    delta_ms: float
+    noise_ms: float
+    ratio: float
+    measurable: bool
+    before_batches: int
+    after_batches: int
+
+    def text(self) -> str:
+        """``batch: 2.412 ms faster per batch (mean 68.522 -> 66.110 ms, -3.5%; median 62.437 -> 60.001 ms),
+        3.8x the noise (+/-0.630 ms)``, or ``no measurable difference``."""
+        d = self.delta_ms
+        rel = f", {d / self.before_mean_ms:+.1%}" if self.before_mean_ms else ""
+        figures = (
+            f"mean {self.before_mean_ms:.3f} -> {self.after_mean_ms:.3f} ms{rel}; "
+            f"median {self.before_median_ms:.3f} -> {self.after_median_ms:.3f} ms"
+        )
+        if not self.measurable:
+            return f"{self.phase}: no measurable difference ({figures}; within the noise of +/-{self.noise_ms:.3f} ms)"
+        way = "faster" if d < 0 else "slower"
+        return (
+            f"{self.phase}: {abs(d):.3f} ms {way} per batch ({figures}), {self.ratio:.1f}x the noise "
+            f"(+/-{self.noise_ms:.3f} ms)"
+        )
+
+
+def _spread(x: np.ndarray) -> float:
+    return float(MAD_TO_SIGMA * np.median(np.abs(x - np.median(x)))) if len(x) else float("nan")
+
+
+def _steady(tl: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    rows = tl[~tl["warmup"].to_numpy(bool)]
+    return {str(k): g for k, g in rows.groupby("scenario", sort=False)}
+
+
+def pairs(before: pd.DataFrame, after: pd.DataFrame) -> list[tuple[str, str, bool]]:
+    """(before scenario, after scenario, paired by name); see the module docstring."""
+    b, a = list(dict.fromkeys(before.scenario.astype(str))), list(dict.fromkeys(after.scenario.astype(str)))
+    out = [(s, s, True) for s in b if s in a]
+    rest_b, rest_a = [s for s in b if s not in a], [s for s in a if s not in b]
+    out += [(x, y, False) for x, y in zip(rest_b, rest_a)]
+    return out
+
+
+def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange], list[tuple[str, str, bool]]]:
+    """Every (pair, phase) measured on both sides (module docstring), and the pairs."""
+    sb, sa = _steady(before), _steady(after)
+    matched = [(x, y, n) for x, y, n in pairs(before, after) if x in sb and y in sa]
+    out = []
+    for x, y, _ in matched:
+        gb, ga = sb[x], sa[y]
+        floor = FLOOR_SHARE * float(gb["batch_ms"].mean())
+        for p in PHASES:
+            col = f"{p}_ms"
+            if col not in gb or col not in ga:
+                continue
+            vb, va = gb[col].to_numpy(float), ga[col].to_numpy(float)
+            vb, va = vb[~np.isnan(vb)], va[~np.isnan(va)]
+            if not len(vb) or not len(va):
+                continue
+            delta = float(va.mean() - vb.mean())
+            noise = max(_spread(vb), _spread(va), floor)
+            ratio = abs(delta) / noise if noise > 0 else float("inf")
+            out.append(
+                PhaseChange(
+                    x, y, p, float(vb.mean()), float(va.mean()), float(np.median(vb)), float(np.median(va)),
+                    delta, noise, ratio, ratio > 1.0, len(vb), len(va),
+                )
+            )
+    return out, matched
+
+
+def lines(changes: list[PhaseChange], matched: list[tuple[str, str, bool]]) -> list[str]:
+    """Per pair: a line for the batch time, then one per phase that changed measurably."""
+    out = []
+    for x, y, by_name in matched:
+        mine = [c for c in changes if c.before == x and c.after == y]
+        if not mine:
+            continue
+        head = x if x == y else f"{x} -> {y}" + ("" if by_name else " (paired in order: the names differ)")
+        batch = next((c for c in mine if c.phase == "batch"), None)
+        n = f"{mine[0].before_batches} and {mine[0].after_batches} steady batches"
+        out.append(f"{head} ({n}): {batch.text() if batch else 'no batch time on both sides'}")
+        out.extend(f"  {c.text()}" for c in mine if c.phase != "batch" and c.measurable)
+    return out
+
+
+def as_json(changes: list[PhaseChange]) -> list[dict[str, Any]]:
+    return [asdict(c) for c in changes]

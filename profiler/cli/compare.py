@@ -1,0 +1,58 @@
+"""``pinprof compare BEFORE AFTER``: did a change help? Per scenario and phase, the change of the mean
+and median batch time and of each phase, judged against both runs' batch-to-batch noise
+(``profiler.analysis.before_after``). A reading verb: it prints; ``--out DIR`` also writes
+``compare.json`` and ``compare.html`` (AFTER's report page with a before-and-after section) there."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from profiler.cli.args import Subparsers, load_report
+
+
+def add(sub: Subparsers) -> None:
+    p = sub.add_parser("compare", help="compare two reports of one loop, before and after a change")
+    p.add_argument("before", type=Path, help="report folder or timeline CSV of the run before the change")
+    p.add_argument("after", type=Path, help="report folder or timeline CSV of the run after the change")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text (default: text)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder to write compare.json and compare.html into (default: none, print only)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import json
+
+    from profiler.analysis.before_after import as_json, compare, lines
+    from profiler.report import files
+    from profiler.report import folder as report
+
+    tb, fb, mb = load_report(args.before)
+    ta, fa, ma = load_report(args.after)
+    a_before, _ = report.diagnosis_of(fb, tb, mb)
+    a_after, _ = report.diagnosis_of(fa, ta, ma)
+    changes, matched = compare(a_before.tl, a_after.tl)
+    if not matched:
+        from profiler.errors import UsageError
+
+        raise UsageError(f"{args.before} and {args.after} have no scenario with steady batches on both sides")
+    text = lines(changes, matched)
+    if args.out is not None:
+        from profiler.names import clean
+        from profiler.render.html import report_html
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        files.write_json({"before": str(args.before), "after": str(args.after), "changes": as_json(changes)}, args.out / "compare.json")
+        title = f"{clean(fa.name)} (after) against {clean(fb.name)} (before)"
+        files.write_text_atomic(args.out / "compare.html", report_html(title, a_after, ma, compare=text))
+    if args.json:
+        print(json.dumps(as_json(changes), indent=2))
+    else:
+        print("\n".join(text))
+    return 0

@@ -1,0 +1,70 @@
+"""What ``pinprof profile`` and ``pinprof run`` print when they end: a table that fits 100 columns and
+the diagnosis in a few lines per scenario (headline, verdict, the change that pays most and its
+saving), so that the answer reaches the terminal and not only ``diagnosis.md``.
+
+Columns empty in every row (the GPU's on a CPU machine) are left out; a long scenario name is cut in
+the middle so that both its dataset and its loader settings stay readable.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+from profiler.analysis.reading import Analysis
+from profiler.render.markdown import MD_COLUMNS
+
+WIDTH = 100
+
+
+def _cell(value: object, fmt: str, col: str) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    if col == "bytes":
+        value = float(value) / 2**20  # type: ignore[arg-type]
+    return fmt.format(value)
+
+
+def _cut(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    keep = max(width - 1, 2)
+    return text[: keep - keep // 2] + "~" + text[len(text) - keep // 2 :]
+
+
+def table(summary: pd.DataFrame, width: int = WIDTH) -> str:
+    """The summary's medians as aligned text, at most ``width`` columns wide."""
+    cols = [(c, h, f) for c, h, f in MD_COLUMNS if c in summary and summary[c].notna().any()]
+    cells = [[_cell(r.get(c), f, c) for c, _, f in cols] for _, r in summary.iterrows()]
+    heads = [h for _, h, _ in cols]
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(heads)]
+    rest = sum(widths[1:]) + 2 * (len(widths) - 1)
+    widths[0] = max(8, min(widths[0], width - rest))
+    lines = []
+    for row in [heads, *cells]:
+        first = _cut(row[0], widths[0]).ljust(widths[0])
+        lines.append("  ".join([first, *(v.rjust(w) for v, w in zip(row[1:], widths[1:]))]).rstrip()[:width])
+    return "\n".join(lines) + "\nmedians of the steady batches, ms (MiB: bytes a batch; GB/s: h2d rate)"
+
+
+def brief(analysis: Analysis, width: int = WIDTH) -> str:
+    """A few lines per scenario: what sets the pace, the verdict, the change that pays most."""
+    wrap = textwrap.TextWrapper(width=width, subsequent_indent="    ", break_on_hyphens=False)
+    left = {f.scenario: f.total for f in analysis.found}
+    lines: list[str] = []
+    for d in analysis.diags:
+        out = left.get(d.scenario, 0)
+        lines.append(f"{d.scenario}: {d.batches} steady batches" + (f" ({out} start-up left out)" if out else ""))
+        if d.headline.text:
+            lines.extend(wrap.wrap(f"  {d.headline.text}"))
+        if d.findings:
+            top = d.findings[0]
+            lines.extend(wrap.wrap(f"  verdict: {top.verdict.label}"))
+            changes = sorted(top.changes, key=lambda c: -c.gain_ms)
+            if changes:
+                c = changes[0]
+                saves = f" (saves about {c.gain_ms:.3f} ms a batch)" if c.gain_ms > 0 else ""
+                lines.extend(wrap.wrap(f"  change: {c.what}{saves}"))
+    return "\n".join(lines)
