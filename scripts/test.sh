@@ -2,6 +2,7 @@
 # The test command (README, .ci/run): installs everything it needs, then runs the test suite.
 #   - a virtual environment in .venv with torch 2.14.1 / torchvision 0.29.1 and pinprof[test];
 #   - Nsight Systems 2023.4 unpacked into .nsys by scripts/get_nsys.sh (for the nsys tests);
+#   - Debian's chromium, through apt as root or sudo, for the check that report.html opens in a browser;
 #   - then pytest. GPU tests are skipped without CUDA (run them with scripts/gpu_check.sh).
 # Extra arguments go to pytest.
 set -euo pipefail
@@ -14,4 +15,11 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 PINPROF_NSYS=$(bash scripts/get_nsys.sh .nsys | tail -n 1)
 export PINPROF_NSYS
+if ! command -v chromium >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  install=($sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium)
+  echo "test.sh: installing Debian's chromium for the browser check (about 115 MB to download)" >&2
+  "${install[@]}" >/dev/null 2>&1 || { $sudo apt-get update -q >/dev/null && "${install[@]}" >/dev/null; } ||
+    echo "test.sh: could not install chromium (needs root or sudo): the browser check will fail" >&2
+fi
 .venv/bin/python -m pytest -ra "$@"

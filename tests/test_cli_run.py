@@ -45,7 +45,11 @@ def test_run_writes_a_complete_report_with_gpu_columns_empty(
     assert list(summary.batches) == [4, 4] and (summary.fetch_ms_p50 > 0).all()
     meta = json.loads((out / "meta.json").read_text())
     assert meta["partial"] is False and meta["device"] == "cpu" and "pinprof run" in meta["command"]
-    assert "| scenario |" in printed
+    # the terminal: a table of the columns measured (no GPU column on a CPU), then the verdict in brief
+    header = next(line for line in printed.splitlines() if line.startswith("scenario "))
+    assert "fetch" in header and "h2d" not in header and "GB/s" not in header
+    assert "verdict:" in printed and "report.html" in printed
+    assert max(len(line) for line in printed.splitlines() if not line.startswith("pinprof:")) <= 100
 
 
 def test_existing_report_folder_is_not_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

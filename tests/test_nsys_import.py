@@ -40,3 +40,20 @@ def test_a_file_that_is_not_an_export_is_a_clear_error(tmp_path: Path, content: 
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="no such file"):
         import_sqlite(tmp_path / "none.sqlite")
+
+
+def test_an_importer_failure_names_its_cause_in_one_line() -> None:
+    """Nsight Systems 2023.4 on an H200 CUDA 13 capture printed its error inside a status dump and
+    ended with closing braces; the line pinprof printed was ``} | } | }``."""
+    from profiler.nsys.run import cause
+
+    dump = (
+        "Importer error status: Importation failed.\n{\n  Error {\n    Type: RuntimeError\n"
+        '    SubError {\n      Info: "Wrong event order has been detected when adding events to the collection"\n'
+        "    }\n  }\n}\n}\n}\n"
+    )
+    assert cause(dump) == (
+        "Importer error status: Importation failed. / "
+        "Info: Wrong event order has been detected when adding events to the collection"
+    )
+    assert cause("}\n}\n") == "no output"

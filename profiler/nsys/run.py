@@ -56,6 +56,20 @@ def _tail(res: subprocess.CompletedProcess[str]) -> str:
     return " | ".join((res.stderr or res.stdout).strip().splitlines()[-3:])
 
 
+_TELLING = re.compile(r"error|wrong|fail|unable|cannot|could not|not found|invalid|unsupported", re.I)
+
+
+def cause(output: str) -> str:
+    """The lines of a tool's output that say what went wrong: the first and last that name an error in words
+    (Nsight Systems' importer ends its output with the closing braces of a status dump, which said
+    nothing as the last lines: ``} | } | }``); the last line with a word in it when none does."""
+    lines = [ln.replace('"', "").strip().strip(",{}[]").strip() for ln in output.splitlines()]
+    worded = [ln for ln in lines if re.search(r"[A-Za-z]{3}", ln)]
+    telling = [ln for ln in worded if _TELLING.search(ln)]
+    # the first such line is often a summary ("Importation failed."), a later one the reason: both
+    return " / ".join(dict.fromkeys(telling[:1] + telling[-1:]) if telling else (worded or ["no output"])[:1])[:300]
+
+
 def _run(args: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
     res = subprocess.run(list(args), capture_output=True, text=True)
     if res.returncode != 0:
@@ -107,7 +121,12 @@ def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
         rep = path.with_suffix(".nsys-rep")
         res = subprocess.run([str(importer), "-i", str(path), "-o", str(rep), "-f"], capture_output=True, text=True)
         if not rep.is_file():
-            raise NsysError(f"QdstrmImporter failed (exit {res.returncode}): {_tail(res)}")
+            raise NsysError(
+                f"Nsight Systems' importer could not turn {path.name} into a report (exit {res.returncode}): "
+                f"{cause((res.stderr or '') + chr(10) + (res.stdout or ''))}. The capture is kept at {path}: "
+                "open it with another Nsight Systems version (its importer, or File > Import in the GUI), or "
+                "measure without Nsight Systems (pinprof profile -- python train.py)"
+            )
         if res.returncode != 0:
             # It exits 3 when some raw events could not be processed but still writes the report
             # (seen importing an H200 capture here); the tables we read are then usually intact.

@@ -75,7 +75,7 @@ document.querySelectorAll('svg.timeline').forEach(function(svg){
   var box=svg.parentNode.parentNode;
   box.querySelector('.steady').onclick=function(){v=steady.slice();show();};
   box.querySelector('.all').onclick=function(){v=full.slice();show();};
-  show();
+  show(); svg.setAttribute('data-ready','1');
 });
 """
 
