@@ -31,6 +31,15 @@ log="$OUT/gpu_check.log"
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
       # pinprof profile on a real training step: the hooks' cost side by side, CUPTI per batch, and the
       # report of the unmodified script (README, "Profile your own script").
+      # The report as a user meets it: pinprof profile's terminal (start-up found, no --skip), then a
+      # before/after compare of one change (0 to 4 workers on a loader whose items wait 3 ms).
+      report) timeout 150 python3 -m profiler profile --out "$OUT/profile-resnet" -- \
+                python3 scripts/resnet_train.py --steps 60 2>&1 | tee "$OUT/profile-resnet.txt"
+              for w in 0 4; do
+                timeout 120 python3 -m profiler profile --out "$OUT/fake-w$w" --no-plots -- \
+                  python3 tests/scripts/fake_cnn.py --workers $w --io-ms 3 --epochs 1 > "$OUT/fake-w$w.txt" 2>&1
+              done
+              python3 -m profiler compare "$OUT/fake-w0" "$OUT/fake-w4" | tee "$OUT/compare.txt" ;;
       profile) timeout 170 python3 scripts/bench_profile_overhead.py
                timeout 170 python3 scripts/bench_profile_overhead.py --isolate
                timeout 150 python3 -m profiler profile --out "$OUT/profile-resnet" --skip 5 -- \

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiler.cli.args import Subparsers, load_timeline, positive_int
+from profiler.cli.args import Subparsers, load_report, positive_int
 
 
 def add(sub: Subparsers) -> None:
@@ -18,9 +18,11 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from profiler.analysis.warmup import RECORDED, settle
     from profiler.render import plots
 
-    tl, folder = load_timeline(args.path)
+    tl, folder, meta = load_report(args.path)
+    tl, _ = settle(tl, str(meta.get("warmup_policy", RECORDED)))  # the steady batches, as the report reads them
     out = args.out or folder
     out.mkdir(parents=True, exist_ok=True)
     made = plots.write_all(tl, out, source=folder, first=args.batches)

@@ -68,9 +68,11 @@ def _measured(tl: pd.DataFrame) -> tuple[pd.DataFrame, list[str], int]:
     return rows[rows.scenario.isin(kept)], kept, len(names) - len(kept)
 
 
-def _save(fig: object, path: Path) -> Path:
+def _save(fig: object, path: Path, tight: bool = False) -> Path:
+    """``tight``: the canvas grows to hold what lies outside the axes (a legend below them), so that
+    nothing is cut at an edge."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)  # type: ignore[attr-defined]
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight" if tight else None)  # type: ignore[attr-defined]
     _plt().close(fig)
     write_bytes_atomic(path, buf.getvalue())
     return path
@@ -84,30 +86,39 @@ def _label(phase: str, tl: pd.DataFrame) -> str:
 
 
 def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
-    """The first ``first`` measured batches of each scenario, one panel each, four lanes."""
+    """The first ``first`` steady batches of each scenario, one panel each, on one x scale (ms from
+    each panel's first batch), clipped to those batches: a pin that ran seconds ahead during the
+    start-up would otherwise take the width. Lanes with nothing in any panel (the GPU's on a CPU) are
+    left out."""
     plt = _plt()
     measured, scen, more = _measured(tl)
     rows = with_labels(measured)
     rows = rows[rows.groupby("scenario", sort=False).cumcount() < first]
     iv = intervals(rows)
-    lanes = list(LANES)
-    fig, axes = plt.subplots(len(scen), 1, figsize=(12, 1.7 + 1.25 * len(scen)), squeeze=False)
+    lanes = [lane for lane in LANES if (iv.lane == lane).any()] or list(LANES)
+    t0 = rows.groupby("scenario", sort=False).batch_start_ms.min()
+    span = float((rows.groupby("scenario", sort=False).batch_end_ms.max() - t0).max())
+    height = 1.2 + (0.35 * len(lanes) + 0.55) * len(scen)
+    fig, axes = plt.subplots(len(scen), 1, figsize=(12, height), squeeze=False, sharex=True)
     used: set[str] = set()
     for ax, name in zip(axes[:, 0], scen):
         part = iv[iv.scenario == name]
-        t0 = rows.loc[rows.scenario == name, "batch_start_ms"].min()
-        for _, r in part.iterrows():
-            y = lanes.index(r.lane)
-            ax.barh(y, r.end_ms - r.start_ms, left=r.start_ms - t0, height=0.7, color=COLORS[r.phase], edgecolor="none")
+        start = (part.start_ms - t0[name]).clip(lower=0.0)
+        end = (part.end_ms - t0[name]).clip(upper=span)
+        for r, s, e in zip(part.itertuples(), start, end):
+            if e <= s:
+                continue
+            ax.barh(lanes.index(r.lane), e - s, left=s, height=0.7, color=COLORS[r.phase], edgecolor="none")
             used.add(r.phase)
         for b in rows[rows.scenario == name].batch_start_ms:
-            ax.axvline(b - t0, color="#999999", lw=0.6, ls=":")
+            ax.axvline(b - t0[name], color="#999999", lw=0.6, ls=":")
+        ax.set_xlim(0, span)
         ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
         ax.invert_yaxis()
         ax.set_title(_short(name), fontsize=9, loc="left")
         ax.tick_params(axis="x", labelsize=8)
     axes[-1, 0].set_xlabel(
-        "time from the first plotted batch's start (ms); dotted lines: batch starts"
+        f"ms from each panel's first steady batch ({first} batches, one scale); dotted lines: batch starts"
         + (f"; {more} more scenario(s) not drawn" if more else "")
     )
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[p]) for p in COLORS if p in used]
@@ -119,7 +130,7 @@ def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
         fontsize=8,
         frameon=False,
     )
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (1.7 + 1.25 * len(scen))))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / height))
     return _save(fig, path)
 
 
@@ -138,21 +149,30 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
     # "other" is measured per batch (its time minus its main-thread phases), then its median taken: a
     # median of batch times minus the sum of the phases' medians is no batch's time at all.
     per_batch = rows.batch_ms - rows[[f"{p}_ms" for p in MAIN_STACK]].fillna(0.0).sum(axis=1)
-    other = per_batch.groupby(rows.scenario, sort=False).median().reindex(med.index).fillna(0.0).clip(lower=0)
+    other_b = per_batch.clip(lower=0)
+    # Where the GPU's step is timed on the host's clock, the part of that time during which the step
+    # ran is named: mostly the main thread waiting for it (loss.item(), a synchronize).
+    gpu = rows.device.astype(str).str.startswith("cuda").to_numpy()
+    under = np.where(gpu, np.fmin(other_b.to_numpy(float), rows.compute_ms.fillna(0.0).to_numpy(float)), 0.0)
+    waiting = pd.Series(under, index=rows.index).groupby(rows.scenario, sort=False).median().reindex(med.index).fillna(0.0)
+    other = (other_b - under).groupby(rows.scenario, sort=False).median().reindex(med.index).fillna(0.0).clip(lower=0)
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * len(med)))
     y = np.arange(len(med))
     left = np.zeros(len(med))
     for p in MAIN_STACK:
         ax.barh(y, med[f"{p}_ms"], left=left, color=COLORS[p], label=LABELS[p], height=0.6)
         left += med[f"{p}_ms"].to_numpy()
-    ax.barh(
-        y,
-        other,
-        left=left,
-        color=COLORS["other"],
-        label="other main-thread time (incl. waiting on the GPU; median per batch)",
-        height=0.6,
-    )
+    if (waiting > 0).any():
+        ax.barh(
+            y,
+            waiting,
+            left=left,
+            color="#6b6b6b",
+            label="main thread while GPU compute runs (waiting on it, e.g. loss.item())",
+            height=0.6,
+        )
+        left += waiting.to_numpy()
+    ax.barh(y, other, left=left, color=COLORS["other"], label="other main-thread time (the script's own code)", height=0.6)
     for p, marker in (("h2d", "|"), ("pin", "x"), ("compute", "^")):
         vals = med[f"{p}_ms"]
         ax.scatter(
@@ -176,8 +196,7 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
         frameon=False,
     )
     fig.set_figheight(2.4 + 0.5 * len(med))
-    fig.tight_layout()
-    return _save(fig, path)
+    return _save(fig, path, tight=True)
 
 
 def bandwidth(sweep: pd.DataFrame, path: Path, link_GBps: float | None = None) -> Path:
