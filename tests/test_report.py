@@ -225,3 +225,21 @@ def test_summary_json_is_flat_and_holds_the_verdict(tmp_path: Path, capsys: pyte
 def test_epoch_column_counts_iterators() -> None:
     tl = pd.read_csv(DATA / "cpu_two_epochs" / "timeline.csv")
     assert list(tl.groupby("epoch").size()) == [20, 20]
+
+
+def test_the_readme_opens_with_the_quick_start_and_quotes_committed_runs() -> None:
+    """The first screen (30 lines) holds the quick start; the outputs the README quotes are the
+    committed runs' own (what `pinprof profile` printed, and `pinprof compare` of the two folders)."""
+    readme = (ROOT / "README.md").read_text()
+    first = "\n".join(readme.splitlines()[:30])
+    assert "## Quick start" in first and "pinprof profile --out" in first and "report.html" in first
+    terminal = (ROOT / "reports" / "h200-profile-resnet" / "terminal.txt").read_text().splitlines()
+    assert "\n".join(terminal[1:]) in readme  # all it printed after the script's own line
+    compare_txt = (ROOT / "reports" / "h200-compare-workers" / "compare.txt").read_text().strip()
+    assert compare_txt in readme
+
+
+def test_the_committed_compare_is_what_pinprof_compare_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    folders = ROOT / "reports" / "h200-compare-workers"
+    assert main(["compare", str(folders / "w0"), str(folders / "w4")]) == 0
+    assert capsys.readouterr().out.strip() == (folders / "compare.txt").read_text().strip()
