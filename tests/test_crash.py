@@ -63,7 +63,7 @@ def test_sigkill_mid_scenario_keeps_the_flushed_batches(tmp_path: Path) -> None:
     assert tl.batch_ms.notna().all() and (tl.bytes == 16 * 3 * 32 * 32 * 4 + 16 * 8).all()
     meta = json.loads((out / "meta.json").read_text())
     assert meta["partial"] is True and meta["status"] == "running"  # it never reached its end
-    assert main(["diagnose", str(out)]) == 0
+    assert main(["diagnose", str(out), "--write"]) == 0
     assert "PARTIAL: the run stopped before its end" in (out / "diagnosis.md").read_text()
 
 

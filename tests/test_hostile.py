@@ -596,10 +596,12 @@ def name_cases() -> list[Case]:
             rep.mkdir()
             frame.to_csv(rep / "timeline.csv", index=False)
             shutil.copy(REPORT / "meta.json", rep / "meta.json")
-            res = run_cli(["diagnose", str(rep)])
+            res = run_cli(["diagnose", str(rep), "--write"])
             assert res.returncode == 0, res.stderr[-2000:]
             text = (rep / "diagnosis.md").read_text()
             assert "<script" not in text and "<img" not in text and "\n# injected" not in text
+            page = (rep / "report.html").read_text()  # one script, pinprof's own; the name stays text
+            assert page.count("<script") == 1 and "<img" not in page and "\x1b" not in page
             assert "\x1b" not in text and "\x1b" not in res.stdout
             job = tmp / "job"
             shutil.copytree(rep, job / "rank0")

@@ -41,14 +41,26 @@ def test_the_same_script_profiled_five_times_gets_one_headline_class(tmp_path: P
     classes, shares = [], []
     for k in range(5):
         out = tmp_path / f"run{k}"
-        cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", "python", str(SCRIPT)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "profiler",
+            "profile",
+            "--out",
+            str(out),
+            "--no-plots",
+            "--",
+            "python",
+            str(SCRIPT),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert done.returncode == 0, done.stderr[-2000:]
         summary = json.loads((out / "summary.json").read_text())
         # The verdict reaches the terminal: the headline and the report's path, after the table.
-        assert summary["FakeData/bs16/w2/headline"] in " ".join(done.stderr.split()) or summary[
-            "FakeData/bs16/w2/headline"
-        ][:60] in done.stderr
+        assert (
+            summary["FakeData/bs16/w2/headline"] in " ".join(done.stderr.split())
+            or summary["FakeData/bs16/w2/headline"][:60] in done.stderr
+        )
         assert "report.html" in done.stderr and summary["FakeData/bs16/w2/warmup_batches"] >= 1
         classes.append(summary["FakeData/bs16/w2/class"])
         shares.append(summary["FakeData/bs16/w2/input_share"])
@@ -81,7 +93,7 @@ def test_start_up_found_on_the_h200_resnet_profile_and_not_on_a_steady_loop() ->
     # A loop whose batches all look alike loses none: the steady part of the same run.
     steady = settled[~settled.warmup].assign(batch=lambda t: np.arange(len(t)), warmup=False)
     steady = steady[steady.pin_ms < 100]  # past the pin thread's start-up
-    again, (g,) = settle(steady.assign(batch=np.arange(len(steady))), AUTO)
+    _again, (g,) = settle(steady.assign(batch=np.arange(len(steady))), AUTO)
     assert g.total <= 1, g.text()
 
 
@@ -100,7 +112,7 @@ def test_no_share_above_100_percent_on_any_committed_report(where: Path) -> None
     """Every share the diagnosis states (headline, verdicts, evidence), every input share and every
     exposed_pct is at most 100%; relative changes (+75.3%) are not shares and are not read."""
     tl, folder, meta = load_report(where)
-    a, text = report.diagnosis_of(folder, tl, meta)
+    a, _text = report.diagnosis_of(folder, tl, meta)
     said = [d.headline.text for d in a.diags] + [f.evidence for d in a.diags for f in d.findings]
     values = [float(v) for s in said for v in SHARE.findall(s)]
     assert values and max(values) <= 100.0, [s for s in said if any(float(v) > 100 for v in SHARE.findall(s))]
@@ -126,7 +138,9 @@ COMPARE = DATA / "cpu_compare"
 def test_compare_finds_a_real_improvement_and_calls_a_rerun_no_change() -> None:
     """w0 -> w2: 0 to 2 workers on a loader whose items wait 3 ms (a slow disk): the batch and the
     fetch are faster, well beyond the noise. w2 -> w2_again: the same settings run twice."""
-    a0, a2, a2b = (report.diagnosis_of(p, *load_report(p)[::2])[0] for p in (COMPARE / "w0", COMPARE / "w2", COMPARE / "w2_again"))
+    a0, a2, a2b = (
+        report.diagnosis_of(p, *load_report(p)[::2])[0] for p in (COMPARE / "w0", COMPARE / "w2", COMPARE / "w2_again")
+    )
     changes, matched = compare(a0.tl, a2.tl)
     assert matched == [("SlowReads/bs16/w0", "SlowReads/bs16/w2", False)]
     by = {c.phase: c for c in changes}
@@ -143,7 +157,9 @@ def test_compare_cli_text_json_and_html(tmp_path: Path, capsys: pytest.CaptureFi
     assert re.search(r"batch: [\d.]+ ms faster per batch .*x the noise", out)
     assert main(["compare", str(COMPARE / "w2"), str(COMPARE / "w2_again" / "timeline.csv"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert {d["phase"] for d in data} >= {"batch", "fetch"} and not next(d for d in data if d["phase"] == "batch")["measurable"]
+    assert {d["phase"] for d in data} >= {"batch", "fetch"} and not next(d for d in data if d["phase"] == "batch")[
+        "measurable"
+    ]
     assert main(["compare", str(COMPARE / "w0"), str(COMPARE / "w2"), "--out", str(tmp_path)]) == 0
     page = (tmp_path / "compare.html").read_text()
     assert "id='compare'" in page and "faster per batch" in page
@@ -151,7 +167,11 @@ def test_compare_cli_text_json_and_html(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.parametrize("name", ["h200_naive", "cpu_two_epochs", "h200_profile_resnet"])
@@ -197,7 +217,9 @@ def test_every_flag_has_help_that_states_its_default() -> None:
     flags = _flags()
     assert len({v for v, _ in flags}) == 11 and len(flags) > 50  # every verb's, not one parser's
     no_help = [(v, a.dest) for v, a in flags if not a.help or a.help == argparse.SUPPRESS]
-    no_default = [(v, a.option_strings) for v, a in flags if a.option_strings and "default" not in (a.help or "").lower()]
+    no_default = [
+        (v, a.option_strings) for v, a in flags if a.option_strings and "default" not in (a.help or "").lower()
+    ]
     assert not no_help and not no_default, (no_help, no_default)
     # one name for the warm-up in every verb that takes it
     names = {s for _, a in flags for s in a.option_strings}
@@ -213,9 +235,14 @@ def test_summary_json_is_flat_and_holds_the_verdict(tmp_path: Path, capsys: pyte
     key = "pinned_nb/bs128/w12/"
     assert data[key + "class"] == "moderately_input_bound" and data[key + "verdict"] == "exposed_transfer_gpu_idle"
     assert data[key + "saving_ms"] > 0 and data[key + "batch_ms_median"] > 0 and data[key + "batch_ms_mean"] > 0
-    diag = json.loads(subprocess.run(
-        [sys.executable, "-m", "profiler", "diagnose", str(rep), "--json"], capture_output=True, text=True, check=True
-    ).stdout)
+    diag = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "profiler", "diagnose", str(rep), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     d = next(x for x in diag if x["scenario"] == "pinned_nb/bs128/w12")
     assert d["means_ms"]["batch"] == pytest.approx(data[key + "batch_ms_mean"], rel=1e-5)
     assert d["medians_ms"]["batch"] == pytest.approx(data[key + "batch_ms_median"], rel=1e-5)

@@ -102,8 +102,19 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange
             ratio = abs(delta) / noise if noise > 0 else float("inf")
             out.append(
                 PhaseChange(
-                    x, y, p, float(vb.mean()), float(va.mean()), float(np.median(vb)), float(np.median(va)),
-                    delta, noise, ratio, ratio > 1.0, len(vb), len(va),
+                    x,
+                    y,
+                    p,
+                    float(vb.mean()),
+                    float(va.mean()),
+                    float(np.median(vb)),
+                    float(np.median(va)),
+                    delta,
+                    noise,
+                    ratio,
+                    ratio > 1.0,
+                    len(vb),
+                    len(va),
                 )
             )
     return out, matched

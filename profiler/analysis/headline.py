@@ -56,4 +56,6 @@ def headline(c: Case) -> Headline:
             share,
             f"moderately input bound: {share:.0%} of the mean {fmt(c.batch)} batch waits for input ({parts}); {_pace(c)}",
         )
-    return Headline(InputBound.NOT, share, f"not input bound ({share:.1%} of the mean batch waits for input): {_pace(c)}")
+    return Headline(
+        InputBound.NOT, share, f"not input bound ({share:.1%} of the mean batch waits for input): {_pace(c)}"
+    )

@@ -67,7 +67,9 @@ class Found:
                 f"{self.restarts} batch{'es' * (self.restarts > 1)} opening {self.later_epochs} later epoch"
                 f"{'s' * (self.later_epochs > 1)}"
             )
-        why = ", ".join(f"{p} up to {w:.3f} ms against a steady median of {m:.3f} ms" for p, (w, m) in self.worst.items())
+        why = ", ".join(
+            f"{p} up to {w:.3f} ms against a steady median of {m:.3f} ms" for p, (w, m) in self.worst.items()
+        )
         restart = ""
         if self.restarts and workers and "fetch" in self.worst:
             restart = "; the loader's workers start again each epoch (persistent_workers=True keeps them)"
@@ -95,7 +97,9 @@ def _group_keys(tl: pd.DataFrame) -> list[str]:
     return [k for k in ("run", "scenario", "rank") if k in tl]
 
 
-def _detect(frame: pd.DataFrame, opens: np.ndarray, flags: np.ndarray) -> tuple[np.ndarray, dict[str, tuple[float, float]]]:
+def _detect(
+    frame: pd.DataFrame, opens: np.ndarray, flags: np.ndarray
+) -> tuple[np.ndarray, dict[str, tuple[float, float]]]:
     """One pass of the rule over one group's rows (in batch order): the new flags, and the levels."""
     levels = _levels(frame, ~opens & ~flags)
     out = flags.copy()

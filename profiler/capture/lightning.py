@@ -28,7 +28,9 @@ class PinprofCallback(lightning.Callback):  # type: ignore[misc]  # lightning sh
     """Profile ``Trainer.fit`` into ``out`` (see the module docstring). ``skip``: the first batches of
     each loader flagged warm-up; ``batches``: at most that many recorded per loader."""
 
-    def __init__(self, out: str | Path, skip: int | None = None, batches: int | None = None, plots: bool = True) -> None:
+    def __init__(
+        self, out: str | Path, skip: int | None = None, batches: int | None = None, plots: bool = True
+    ) -> None:
         self.out, self.skip, self.batches, self.plots = Path(out), skip, batches, plots
         self._session: AutoSession | None = None
         self._lock: Any = None

@@ -96,7 +96,8 @@ class TransferProfiler:
         self._cur: dict[str, Any] | None = None
         self._next_batch = 0
         # Which pass over the loader: each new iterator of it is an epoch (its workers may restart).
-        self._epoch, self._iterator_id = -1, None
+        self._epoch: int = -1
+        self._iterator_id: int | None = None
         self._warned: set[str] = set()
         self._anchor: Anchor | None = None
         self._gate: StreamGate | None = None

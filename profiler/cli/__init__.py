@@ -25,7 +25,17 @@ from profiler.cli.args import Verb
 from profiler.errors import PinprofError
 
 VERBS: tuple[Verb, ...] = (
-    profile, run, nsys, nsys_import, nsys_compare, diagnose, compare, plot, trace, bandwidth, merge
+    profile,
+    run,
+    nsys,
+    nsys_import,
+    nsys_compare,
+    diagnose,
+    compare,
+    plot,
+    trace,
+    bandwidth,
+    merge,
 )  # type: ignore[assignment]
 ISSUES = "please report it with the command line and this traceback"
 

@@ -18,9 +18,14 @@ def add(sub: Subparsers) -> None:
         default=None,
         help="comma list like 64K,1M,1G (default 64 KiB .. 1 GiB)",
     )
-    p.add_argument("--repeats", type=positive_int("--repeats"), default=5, help="timed copies per size and method (default: 5)")
     p.add_argument(
-        "--out", type=Path, default=None, help="folder for bandwidth.csv and bandwidth.png (default: reports/bandwidth-<time>)"
+        "--repeats", type=positive_int("--repeats"), default=5, help="timed copies per size and method (default: 5)"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for bandwidth.csv and bandwidth.png (default: reports/bandwidth-<time>)",
     )
     p.add_argument("--device", default="cuda", help="the CUDA device to copy to (default: cuda, the current one)")
     p.set_defaults(func=run)
@@ -28,14 +33,13 @@ def add(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import pandas as pd
+    import torch
 
     from profiler.bench import bandwidth
     from profiler.capture.devices import resolve_device
     from profiler.render import plots
     from profiler.report import files
     from profiler.units import format_size
-
-    import torch
 
     if not torch.cuda.is_available() and str(args.device).startswith("cuda"):
         raise UsageError(

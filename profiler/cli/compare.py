@@ -48,7 +48,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from profiler.render.html import report_html
 
         args.out.mkdir(parents=True, exist_ok=True)
-        files.write_json({"before": str(args.before), "after": str(args.after), "changes": as_json(changes)}, args.out / "compare.json")
+        files.write_json(
+            {"before": str(args.before), "after": str(args.after), "changes": as_json(changes)},
+            args.out / "compare.json",
+        )
         title = f"{clean(fa.name)} (after) against {clean(fb.name)} (before)"
         files.write_text_atomic(args.out / "compare.html", report_html(title, a_after, ma, compare=text))
     if args.json:

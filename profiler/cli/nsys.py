@@ -18,8 +18,14 @@ def add(sub: Subparsers) -> None:
         description="pinprof nsys [--out DIR] -- COMMAND ...: CUDA + NVTX tracing, then "
         "nsys_timeline.csv (and nsys_compare.csv when DIR holds a pinprof timeline).",
     )
-    p.add_argument("--out", type=Path, default=Path("nsys-report"), help="folder for the capture and tables (default: nsys-report)")
-    p.add_argument("--capture-range", default=None, help="start capturing at this pinprof NVTX range, e.g. 'batch 10' (default: capture the whole run)")
+    p.add_argument(
+        "--out", type=Path, default=Path("nsys-report"), help="folder for the capture and tables (default: nsys-report)"
+    )
+    p.add_argument(
+        "--capture-range",
+        default=None,
+        help="start capturing at this pinprof NVTX range, e.g. 'batch 10' (default: capture the whole run)",
+    )
     p.add_argument(
         "--compare", type=Path, default=None, help="pinprof timeline (or report folder) to compare with (default: none)"
     )

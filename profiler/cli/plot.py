@@ -13,7 +13,12 @@ def add(sub: Subparsers) -> None:
     p = sub.add_parser("plot", help="write gantt.png and phases.png (and bandwidth.png) for a report")
     p.add_argument("path", type=Path, help="report folder or timeline CSV")
     p.add_argument("--out", type=Path, default=None, help="folder for the PNGs (default: the report folder)")
-    p.add_argument("--batches", type=positive_int("--batches"), default=6, help="steady batches per scenario in the Gantt (default: 6)")
+    p.add_argument(
+        "--batches",
+        type=positive_int("--batches"),
+        default=6,
+        help="steady batches per scenario in the Gantt (default: 6)",
+    )
     p.set_defaults(func=run)
 
 

@@ -19,7 +19,10 @@ def add(sub: Subparsers) -> None:
     )
     p.add_argument("--out", type=Path, default=None, help="report folder (default reports/profile-<script>-<time>)")
     p.add_argument(
-        "--batches", type=positive_int("--batches"), default=None, help="record at most N batches per loader (default: every batch)"
+        "--batches",
+        type=positive_int("--batches"),
+        default=None,
+        help="record at most N batches per loader (default: every batch)",
     )
     p.add_argument(
         "--skip",

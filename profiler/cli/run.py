@@ -28,7 +28,9 @@ def add(sub: Subparsers) -> None:
         description="Profile transfer modes x loader settings; several values per axis "
         "(e.g. --batch-size 64,1024) run the cross product.",
     )
-    p.add_argument("--modes", type=modes, default=list(MODES), help=f"comma list of {', '.join(MODES)} or all (default: all)")
+    p.add_argument(
+        "--modes", type=modes, default=list(MODES), help=f"comma list of {', '.join(MODES)} or all (default: all)"
+    )
     p.add_argument(
         "--batch-size",
         type=list_of(int, "--batch-size", 0, False),
@@ -60,8 +62,12 @@ def add(sub: Subparsers) -> None:
         help="GPU work per batch, ms; skipped without CUDA (default: 2)",
     )
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--batches", type=positive_int("--batches"), default=40, help="measured batches per scenario (default: 40)")
-    g.add_argument("--epochs", type=positive_int("--epochs"), default=None, help="whole epochs instead of --batches (default: off)")
+    g.add_argument(
+        "--batches", type=positive_int("--batches"), default=40, help="measured batches per scenario (default: 40)"
+    )
+    g.add_argument(
+        "--epochs", type=positive_int("--epochs"), default=None, help="whole epochs instead of --batches (default: off)"
+    )
     p.add_argument(
         "--skip",
         type=nonneg_int("--skip"),

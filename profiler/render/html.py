@@ -106,7 +106,9 @@ def _timeline(tl: pd.DataFrame, scenario: str, index: int) -> str:
     out = []
     for k, lane in enumerate(lanes):
         y = k * (LANE_H + GAP)
-        out.append(f'<g class="lane" data-lane="{_e(lane)}"><rect x="{-span}" y="{y}" width="{3 * span}" height="{LANE_H}" fill="#f7f7f7"/>')
+        out.append(
+            f'<g class="lane" data-lane="{_e(lane)}"><rect x="{-span}" y="{y}" width="{3 * span}" height="{LANE_H}" fill="#f7f7f7"/>'
+        )
         for r in iv[iv.lane == lane].itertuples():
             x, w = r.start_ms - t0, max(r.end_ms - r.start_ms, span * 2e-5)
             tag, fade = (" (start-up)", ' opacity="0.45"') if r.batch in warm else ("", "")
@@ -116,7 +118,9 @@ def _timeline(tl: pd.DataFrame, scenario: str, index: int) -> str:
             )
         out.append("</g>")
     for b in rows.batch_start_ms.to_numpy(float):
-        out.append(f'<line x1="{b - t0:.4f}" x2="{b - t0:.4f}" y1="0" y2="{height}" stroke="#999" stroke-width="0.5" vector-effect="non-scaling-stroke" stroke-dasharray="2 2"/>')
+        out.append(
+            f'<line x1="{b - t0:.4f}" x2="{b - t0:.4f}" y1="0" y2="{height}" stroke="#999" stroke-width="0.5" vector-effect="non-scaling-stroke" stroke-dasharray="2 2"/>'
+        )
     more = len(tl[tl.scenario == scenario]) - len(rows)
     labels = "".join(f"<div>{_e(lane)}</div>" for lane in lanes)
     return (
@@ -159,7 +163,11 @@ def _distributions(tl: pd.DataFrame, scenario: str) -> str:
 
 def _legend() -> str:
     used = [p for lane in LANES.values() for p in lane]
-    return "<div class='legend'>" + "".join(f"<span><i style='background:{COLORS[p]}'></i>{_e(p)}</span>" for p in used) + "</div>"
+    return (
+        "<div class='legend'>"
+        + "".join(f"<span><i style='background:{COLORS[p]}'></i>{_e(p)}</span>" for p in used)
+        + "</div>"
+    )
 
 
 def _settings(info: dict[str, Any]) -> str:
@@ -194,13 +202,19 @@ def report_html(title: str, a: Analysis, info: dict[str, Any], compare: list[str
         parts.append("<h3>Per-batch timeline</h3>" + _legend() + _timeline(a.tl, d.scenario, i))
         parts.append("<h3>Per-phase distributions</h3>" + _distributions(a.tl, d.scenario))
     if a.warmup:
-        parts.append("<h2>Start-up batches left out</h2><ul>" + "".join(f"<li>{_e(w)}</li>" for w in a.warmup) + "</ul>")
+        parts.append(
+            "<h2>Start-up batches left out</h2><ul>" + "".join(f"<li>{_e(w)}</li>" for w in a.warmup) + "</ul>"
+        )
     if a.ranks:
         parts.append("<h2>Across ranks</h2><ul>" + "".join(f"<li>{_e(r)}</li>" for r in a.ranks) + "</ul>")
     if a.comparisons:
-        parts.append("<h2>Modes against pageable</h2><ul>" + "".join(f"<li>{_e(c)}</li>" for c in a.comparisons) + "</ul>")
+        parts.append(
+            "<h2>Modes against pageable</h2><ul>" + "".join(f"<li>{_e(c)}</li>" for c in a.comparisons) + "</ul>"
+        )
     if compare:
-        parts.append("<h2 id='compare'>Before and after</h2><ul>" + "".join(f"<li>{_e(c)}</li>" for c in compare) + "</ul>")
+        parts.append(
+            "<h2 id='compare'>Before and after</h2><ul>" + "".join(f"<li>{_e(c)}</li>" for c in compare) + "</ul>"
+        )
     parts.append("<h2>Settings</h2>" + _settings(info))
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>pinprof: {_e(title)}</title>"

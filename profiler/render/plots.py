@@ -154,7 +154,9 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
     # ran is named: mostly the main thread waiting for it (loss.item(), a synchronize).
     gpu = rows.device.astype(str).str.startswith("cuda").to_numpy()
     under = np.where(gpu, np.fmin(other_b.to_numpy(float), rows.compute_ms.fillna(0.0).to_numpy(float)), 0.0)
-    waiting = pd.Series(under, index=rows.index).groupby(rows.scenario, sort=False).median().reindex(med.index).fillna(0.0)
+    waiting = (
+        pd.Series(under, index=rows.index).groupby(rows.scenario, sort=False).median().reindex(med.index).fillna(0.0)
+    )
     other = (other_b - under).groupby(rows.scenario, sort=False).median().reindex(med.index).fillna(0.0).clip(lower=0)
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * len(med)))
     y = np.arange(len(med))
@@ -172,7 +174,9 @@ def stacked(tl: pd.DataFrame, path: Path) -> Path:
             height=0.6,
         )
         left += waiting.to_numpy()
-    ax.barh(y, other, left=left, color=COLORS["other"], label="other main-thread time (the script's own code)", height=0.6)
+    ax.barh(
+        y, other, left=left, color=COLORS["other"], label="other main-thread time (the script's own code)", height=0.6
+    )
     for p, marker in (("h2d", "|"), ("pin", "x"), ("compute", "^")):
         vals = med[f"{p}_ms"]
         ax.scatter(

@@ -117,7 +117,14 @@ CONFIG: dict[str, str] = {
 }
 COUNTS: dict[str, str] = {"pin_faults": "Int64", "pin_allocs": "Int64"}
 # What a missing identity column means in a file from elsewhere (an nsys import, an older version).
-DEFAULTS: dict[str, Any] = {"epoch": 0, "warmup": False, "rank": 0, "local_rank": 0, "world_size": 1, "gpu_clock": "unknown"}
+DEFAULTS: dict[str, Any] = {
+    "epoch": 0,
+    "warmup": False,
+    "rank": 0,
+    "local_rank": 0,
+    "world_size": 1,
+    "gpu_clock": "unknown",
+}
 SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTERVALS}, **CONFIG, **COUNTS}
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 
