@@ -166,6 +166,12 @@ def test_compare_cli_text_json_and_html(tmp_path: Path, capsys: pytest.CaptureFi
     assert json.loads((tmp_path / "compare.json").read_text())["changes"]
 
 
+def test_compare_says_when_batch_sizes_differ(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(DATA / "h200_naive"), str(DATA / "h200_better")]) == 0
+    out = capsys.readouterr().out
+    assert "the batch size changed (64 -> 1024), so per-batch times do not compare; per item:" in out
+
+
 def _digest(folder: Path) -> dict[str, str]:
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()

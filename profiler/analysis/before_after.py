@@ -135,5 +135,25 @@ def lines(changes: list[PhaseChange], matched: list[tuple[str, str, bool]]) -> l
     return out
 
 
+def size_notes(before: pd.DataFrame, after: pd.DataFrame, matched: list[tuple[str, str, bool]]) -> list[str]:
+    """A line for each pair whose batch sizes differ: a batch of 1,024 items takes longer than one of
+    64 by design, so the time per item is what compares."""
+    if "batch_size" not in before or "batch_size" not in after:
+        return []
+    sb, sa = _steady(before), _steady(after)
+    out = []
+    for x, y, _ in matched:
+        nb, na = sb[x].batch_size.dropna(), sa[y].batch_size.dropna()
+        if not len(nb) or not len(na) or int(nb.iloc[0]) == int(na.iloc[0]):
+            continue
+        b, a = int(nb.iloc[0]), int(na.iloc[0])
+        per_b, per_a = sb[x].batch_ms.mean() / b, sa[y].batch_ms.mean() / a
+        out.append(
+            f"{x} -> {y}: the batch size changed ({b} -> {a}), so per-batch times do not compare; "
+            f"per item: {per_b:.4f} -> {per_a:.4f} ms ({per_a / per_b - 1:+.1%})"
+        )
+    return out
+
+
 def as_json(changes: list[PhaseChange]) -> list[dict[str, Any]]:
     return [asdict(c) for c in changes]

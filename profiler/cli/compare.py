@@ -29,7 +29,7 @@ def add(sub: Subparsers) -> None:
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import json
 
-    from profiler.analysis.before_after import as_json, compare, lines
+    from profiler.analysis.before_after import as_json, compare, lines, size_notes
     from profiler.report import files
     from profiler.report import folder as report
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from profiler.errors import UsageError
 
         raise UsageError(f"{args.before} and {args.after} have no scenario with steady batches on both sides")
-    text = lines(changes, matched)
+    text = lines(changes, matched) + size_notes(a_before.tl, a_after.tl, matched)
     if args.out is not None:
         from profiler.names import clean
         from profiler.render.html import report_html

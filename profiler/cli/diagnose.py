@@ -35,6 +35,7 @@ def add(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import json
+    import sys
 
     from profiler.render.json import diagnosis_json
     from profiler.report import folder as report
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     partial = report.partial_label(meta)
     if args.write:
         made = report.write_diagnosis(where, a, text, meta)
-        print(f"pinprof diagnose: wrote {', '.join(str(p) for p in made)}", file=__import__("sys").stderr)
+        print(f"pinprof diagnose: wrote {', '.join(str(p) for p in made)}", file=sys.stderr)
     if args.json:
         print(json.dumps([{**d, "partial": bool(partial)} for d in diagnosis_json(a.diags)], indent=2))
     else:

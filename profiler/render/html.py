@@ -84,10 +84,6 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _ms(v: float) -> str:
-    return "" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.3f}"
-
-
 def _timeline(tl: pd.DataFrame, scenario: str, index: int) -> str:
     """One scenario's lanes as an SVG whose viewBox the script moves (x: ms from the first batch)."""
     rows = tl[tl.scenario == scenario].sort_values("batch").head(MAX_DRAWN)
