@@ -21,6 +21,7 @@ Asked for, CUPTI falls back to the events, and the report says why, where:
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from typing import Any
 
@@ -28,6 +29,7 @@ import torch
 
 from profiler.capture.cupti.lib import CuptiCallError, load
 from profiler.capture.cupti.recorder import CuptiRecorder
+from profiler.capture.cupti.shim import Shim, ShimError, build
 from profiler.settings import current
 
 _recorder: CuptiRecorder | None = None
@@ -59,7 +61,11 @@ def _start() -> tuple[CuptiRecorder | None, str]:
     lib, why = load(cuda.split(".")[0] if cuda else None)
     if lib is None:
         return None, why
-    rec = CuptiRecorder(lib)
+    try:
+        shim = Shim(build(current().cache_dir))
+    except (ShimError, OSError, subprocess.SubprocessError) as err:
+        return None, str(err)
+    rec = CuptiRecorder(lib, shim)
     try:
         rec.start()
     except CuptiCallError as err:

@@ -26,13 +26,8 @@ ERROR_MAX_LIMIT_REACHED = 12
 ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
 FLUSH_FORCED = 1
 
-# void (*)(uint8_t **buffer, size_t *size, size_t *maxNumRecords)
-REQUESTED = ctypes.CFUNCTYPE(None, POINTER(POINTER(c_uint8)), POINTER(c_size_t), POINTER(c_size_t))
-# void (*)(CUcontext context, uint32_t streamId, uint8_t *buffer, size_t size, size_t validSize)
-COMPLETED = ctypes.CFUNCTYPE(None, c_void_p, c_uint32, POINTER(c_uint8), c_size_t, c_size_t)
-
 _SIGNATURES: dict[str, list[Any]] = {
-    "cuptiActivityRegisterCallbacks": [REQUESTED, COMPLETED],
+    "cuptiActivityRegisterCallbacks": [c_void_p, c_void_p],  # called by the shim (shim.c), not from Python
     "cuptiActivityEnable": [c_uint32],
     "cuptiActivityDisable": [c_uint32],
     "cuptiActivityFlushAll": [c_uint32],
@@ -87,11 +82,13 @@ class Lib:
         self.call("cuptiGetVersion", ctypes.byref(out))
         return int(out.value)
 
-    def record_size(self, buffer: ctypes.Array[c_uint8], valid: int, offset: int) -> int:
-        """Bytes of the record at ``offset`` of ``buffer``: the distance to the next one, or to the end."""
-        base = ctypes.addressof(buffer)
+    def record_size(self, base: int, valid: int, offset: int) -> int:
+        """Bytes of the record at ``offset`` of the buffer at address ``base``: the distance to the
+        next one, or to the end."""
         rec = c_void_p(base + offset)
-        code = int(self.handle.cuptiActivityGetNextRecord(buffer, valid, ctypes.byref(rec)))
+        code = int(
+            self.handle.cuptiActivityGetNextRecord(ctypes.cast(base, POINTER(c_uint8)), valid, ctypes.byref(rec))
+        )
         if code == ERROR_MAX_LIMIT_REACHED:
             return valid - offset
         if code != SUCCESS or rec.value is None:

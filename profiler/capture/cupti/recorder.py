@@ -2,8 +2,9 @@
 
 The loop's thread pays, per copy call, a tuple appended to its batch record, and per batch one
 ``deque.append`` of what the batch did (``Pending``: its copy calls, its step's host windows, its
-end). Everything else runs where CUPTI hands buffers back (its own thread, every
-``FLUSH_PERIOD_MS`` or when a buffer fills) or when a timeline is read: a buffer is copied out and
+end). CUPTI hands its buffers to callbacks written in C (``shim.c``: a Python callback under CUPTI's
+lock deadlocked against a thread holding the GIL in a CUDA call), which queue them; the recorder's
+own thread takes them every ``DRAIN_S``, as does reading a timeline: a buffer is copied out and
 parsed with numpy (``layout``), its times moved onto the host clock, and the batches whose GPU work is
 surely over are attributed (``attribute``) and written into their profiler's store. Records are
 dropped once their batch is written, so memory stays bounded by the records of the last second or so.
@@ -24,11 +25,11 @@ recorder takes CUPTI back (``resume``; ``profiler.capture.backend``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from ctypes import POINTER, c_uint8
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,19 +37,20 @@ import numpy as np
 
 from profiler.capture.cupti import attribute, layout
 from profiler.capture.cupti.lib import (
-    COMPLETED,
     ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
     FLUSH_FORCED,
-    REQUESTED,
+    SUCCESS,
     CuptiCallError,
     Lib,
 )
+from profiler.capture.cupti.shim import Shim
 from profiler.capture.store import Store
 
 KERNEL, MEMCPY = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
 BUFFER_BYTES = 1 << 20  # about 4,800 kernel records: a callback's numpy work stays near a millisecond
 MAX_BUFFERS = 64  # 64 MiB in CUPTI's hands at most; past that CUPTI drops records and counts them
 FLUSH_PERIOD_MS = 500
+DRAIN_S = 0.1  # how often the recorder's thread takes the buffers CUPTI handed back
 LAG_NS = 50_000_000
 TAKEN = "another CUPTI client (Nsight Systems or torch.profiler) holds the activity records"
 
@@ -235,8 +237,8 @@ class CuptiRecorder:
     """Started once per process (``start``); ``add`` takes each batch, ``collect`` brings the store up
     to date, ``release`` hands CUPTI over."""
 
-    def __init__(self, lib: Lib) -> None:
-        self.lib = lib
+    def __init__(self, lib: Lib, shim: Shim) -> None:
+        self.lib, self.shim = lib, shim
         self.active = False
         self.why_not = ""  # set when it stopped or could not start: the line the report prints
         self.stats = Stats()
@@ -247,18 +249,17 @@ class CuptiRecorder:
         # A recording for tests (scripts/record_cupti.py): raw buffers and batches, when a list is set.
         self.tap: list[Any] | None = None
         self._lock = threading.RLock()
-        self._free: list[ctypes.Array[c_uint8]] = []
-        self._live: dict[int, ctypes.Array[c_uint8]] = {}
-        # ctypes callbacks must outlive their registration
-        self._requested = REQUESTED(self._on_requested)
-        self._completed = COMPLETED(self._on_completed)
+        self._drainer: threading.Thread | None = None
 
     # -- life ---------------------------------------------------------------------------------------
     def start(self) -> None:
         """Register the buffers and enable the records; raises ``CuptiCallError`` (nothing left on)."""
         lib = self.lib
         try:
-            lib.call("cuptiActivityRegisterCallbacks", self._requested, self._completed)
+            register = ctypes.cast(lib.handle.cuptiActivityRegisterCallbacks, ctypes.c_void_p).value or 0
+            code = self.shim.register(register, BUFFER_BYTES, MAX_BUFFERS)
+            if code != SUCCESS:
+                raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
             lib.call("cuptiActivityEnableLatencyTimestamps", 1)  # kernel launch times (``queued``)
             lib.call("cuptiActivityEnable", MEMCPY)
             lib.call("cuptiActivityEnable", KERNEL)
@@ -273,6 +274,14 @@ class CuptiRecorder:
             pass  # older CUPTI: buffers come back when full, and at every collect
         self.clock.reset()  # a client since may have registered a clock of its own
         self.active = True
+        if self._drainer is None:
+            self._drainer = threading.Thread(target=self._drain_loop, name="pinprof-cupti", daemon=True)
+            self._drainer.start()
+
+    def _drain_loop(self) -> None:
+        while True:
+            time.sleep(DRAIN_S)
+            self.drain()
 
     def _disable(self) -> None:
         for kind in (MEMCPY, KERNEL):
@@ -323,41 +332,26 @@ class CuptiRecorder:
         store.wait_for_gpu(row)
 
     # -- CUPTI's side -------------------------------------------------------------------------------
-    def _on_requested(self, buffer: Any, size: Any, max_records: Any) -> None:
-        try:
-            arr = self._free.pop() if self._free else None
-            if arr is None and len(self._live) < MAX_BUFFERS:
-                arr = (c_uint8 * BUFFER_BYTES)()
-            if arr is None:  # CUPTI then drops records, and counts them
-                size[0], max_records[0] = 0, 0
-                buffer[0] = POINTER(c_uint8)()  # NULL
-                return
-            self._live[ctypes.addressof(arr)] = arr
-            buffer[0] = ctypes.cast(arr, POINTER(c_uint8))
-            size[0], max_records[0] = BUFFER_BYTES, 0
-        except BaseException as err:
-            self._fail(err)
-
-    def _on_completed(self, ctx: Any, stream: int, buffer: Any, size: int, valid: int) -> None:
-        addr = ctypes.cast(buffer, ctypes.c_void_p).value or 0
-        arr = self._live.pop(addr, None)
-        try:
-            if valid and arr is not None:
-                raw = ctypes.string_at(addr, valid)
-                parsed = layout.parse(raw, self.sizes, lambda off: self.lib.record_size(arr, valid, off))
-                self.stats.record_sizes = dict(self.sizes)
-                with self._lock:
-                    self.clock.update(wait=True)  # off the loop's thread, or at the end of a run
-                    if self.tap is not None:
-                        self.tap.append(("buffer", raw, self.clock.last, self.clock.rate))
-                    self.records.take(parsed, self.clock.to_host)
-                    self.records.process(force=False)
-            self._count_dropped(ctx, stream)
-        except BaseException as err:
-            self._fail(err)
-        finally:
-            if arr is not None:
-                self._free.append(arr)
+    def drain(self) -> None:
+        """Read every buffer CUPTI has handed back (``shim.take``), in order, and give each back."""
+        with self._lock:  # one reader at a time: buffers are read in the order CUPTI completed them
+            while (got := self.shim.take()) is not None:
+                addr, valid, ctx, stream = got
+                try:
+                    if valid:
+                        raw = ctypes.string_at(addr, valid)
+                        parsed = layout.parse(raw, self.sizes, functools.partial(self.lib.record_size, addr, valid))
+                        self.stats.record_sizes = dict(self.sizes)
+                        self.clock.update(wait=True)  # off the loop's thread, or at the end of a run
+                        if self.tap is not None:
+                            self.tap.append(("buffer", raw, self.clock.last, self.clock.rate))
+                        self.records.take(parsed, self.clock.to_host)
+                        self.records.process(force=False)
+                    self._count_dropped(ctx, stream)
+                except BaseException as err:
+                    self._fail(err)
+                finally:
+                    self.shim.give(addr)
 
     def _count_dropped(self, ctx: Any, stream: int) -> None:
         dropped = ctypes.c_size_t()
@@ -381,6 +375,7 @@ class CuptiRecorder:
             except CuptiCallError as err:
                 self._fail(err)
         with self._lock:
+            self.drain()
             self.records.process(force)
 
     # -- what the report says -----------------------------------------------------------------------
@@ -389,6 +384,7 @@ class CuptiRecorder:
         return {
             "library": self.lib.path,
             "records": {"kernels": s.kernels, "copies": s.copies, "buffers": s.buffers, "dropped": s.dropped},
+            "buffers_live_refused": list(self.shim.counts()),
             "copy_calls": s.calls,
             "unmatched_copy_calls": s.unmatched_calls,
             "record_bytes": {("kernel" if k == KERNEL else "memcpy"): v for k, v in s.record_sizes.items()},

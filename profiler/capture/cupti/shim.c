@@ -1,0 +1,118 @@
+/* CUPTI's activity buffers handed over without Python: pinprof's buffer callbacks, in C.
+ *
+ * Why: CUPTI calls its buffer-completed callback with its own lock held (inside cuptiActivityFlushAll,
+ * or on its worker thread). A callback written in Python must then take the GIL, while another thread
+ * may hold the GIL and wait in a CUDA call for that same lock: on the H200 a resnet50 loop with 12
+ * loader workers hung so (the journal's thread inside cuptiActivityFlushAll, the pin thread in
+ * pin_memory). These callbacks take only this file's mutex, held for a few instructions and never
+ * around a call out, so no lock order exists to invert. Python takes the completed buffers with
+ * pinprof_cupti_take and gives each back with pinprof_cupti_give, off CUPTI's locks.
+ *
+ * Memory is bounded: at most max_live buffers of buf_bytes exist; when none is free, the requested
+ * callback hands CUPTI no buffer and CUPTI counts the records it drops. The queue holds QUEUE_CAP
+ * entries, more than max_live may be, so a completed buffer always has a place.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define QUEUE_CAP 1024
+#define FREE_CAP 1024
+
+typedef void (*requested_fn)(uint8_t **buffer, size_t *size, size_t *max_records);
+typedef void (*completed_fn)(void *context, uint32_t stream, uint8_t *buffer, size_t size, size_t valid);
+typedef int (*register_fn)(requested_fn, completed_fn);
+
+typedef struct {
+    uint8_t *buffer;
+    size_t valid;
+    void *context;
+    uint32_t stream;
+} done_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static done_t queue[QUEUE_CAP];
+static size_t head, count;
+static uint8_t *free_list[FREE_CAP];
+static size_t n_free;
+static size_t buf_bytes = 1 << 20;
+static size_t max_live = 64;
+static size_t live;
+static uint64_t refused;  /* requests answered with no buffer: all were in use */
+
+static void requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    uint8_t *b = NULL;
+    pthread_mutex_lock(&mu);
+    if (n_free) {
+        b = free_list[--n_free];
+    } else if (live < max_live) {
+        live++;
+        pthread_mutex_unlock(&mu);
+        b = aligned_alloc(8, buf_bytes);  /* CUPTI wants 8-byte alignment */
+        pthread_mutex_lock(&mu);
+        if (!b) live--;
+    }
+    if (!b) refused++;
+    pthread_mutex_unlock(&mu);
+    *buffer = b;
+    *size = b ? buf_bytes : 0;
+    *max_records = 0;
+}
+
+static void completed(void *context, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    (void)size;
+    if (!buffer) return;
+    pthread_mutex_lock(&mu);
+    queue[(head + count) % QUEUE_CAP] = (done_t){buffer, valid, context, stream};
+    count++;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Register the callbacks through CUPTI's cuptiActivityRegisterCallbacks (its address: the shim does
+ * not link libcupti, so it loads whichever library Python found). Returns CUPTI's result. */
+int pinprof_cupti_register(register_fn reg, size_t bytes, size_t most) {
+    pthread_mutex_lock(&mu);
+    buf_bytes = bytes;
+    max_live = most < QUEUE_CAP ? most : QUEUE_CAP;
+    pthread_mutex_unlock(&mu);
+    return reg(requested, completed);
+}
+
+/* The oldest completed buffer: 1 and its fields, or 0 when none waits. */
+int pinprof_cupti_take(uint8_t **buffer, size_t *valid, void **context, uint32_t *stream) {
+    int got = 0;
+    pthread_mutex_lock(&mu);
+    if (count) {
+        done_t d = queue[head];
+        head = (head + 1) % QUEUE_CAP;
+        count--;
+        *buffer = d.buffer;
+        *valid = d.valid;
+        *context = d.context;
+        *stream = d.stream;
+        got = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    return got;
+}
+
+/* A buffer read: back to the free list (freed past FREE_CAP, which max_live never reaches). */
+void pinprof_cupti_give(uint8_t *buffer) {
+    if (!buffer) return;
+    pthread_mutex_lock(&mu);
+    if (n_free < FREE_CAP) {
+        free_list[n_free++] = buffer;
+        buffer = NULL;
+    }
+    pthread_mutex_unlock(&mu);
+    free(buffer);
+}
+
+/* Buffers in existence, and requests refused for want of one. */
+void pinprof_cupti_counts(uint64_t *n_live, uint64_t *n_refused) {
+    pthread_mutex_lock(&mu);
+    *n_live = live;
+    *n_refused = refused;
+    pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,74 @@
+"""The C buffer callbacks CUPTI calls (``profiler/capture/cupti/shim.c``), built with the machine's C
+compiler and driven from Python as CUPTI drives them: buffers handed out up to the bound, completed
+buffers queued in order with their fields, given back and reused; nothing in the library can take
+Python's lock (it links no Python symbol), which is the point of it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from ctypes import POINTER, c_size_t, c_uint8
+from pathlib import Path
+
+import pytest
+
+from profiler.capture.cupti.shim import COMPLETED, REGISTER, REQUESTED, Shim, ShimError, build
+
+pytestmark = pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler")
+
+
+def test_buffers_flow_in_order_within_their_bound(tmp_path: Path) -> None:
+    shim = Shim(build(tmp_path / "cache"))
+    got: dict[str, object] = {}
+
+    def register(requested: object, completed: object) -> int:
+        got["requested"], got["completed"] = requested, completed
+        return 0
+
+    fake = REGISTER(register)
+    assert shim.register(ctypes.cast(fake, ctypes.c_void_p).value or 0, 4096, 3) == 0
+    requested = ctypes.cast(got["requested"], REQUESTED)  # type: ignore[arg-type]
+    completed = ctypes.cast(got["completed"], COMPLETED)  # type: ignore[arg-type]
+
+    def ask() -> tuple[int, int]:
+        buf, size, most = POINTER(c_uint8)(), c_size_t(), c_size_t()
+        requested(ctypes.byref(buf), ctypes.byref(size), ctypes.byref(most))
+        return ctypes.cast(buf, ctypes.c_void_p).value or 0, size.value
+
+    bufs = [ask() for _ in range(3)]
+    assert all(addr and size == 4096 and addr % 8 == 0 for addr, size in bufs)
+    assert ask() == (0, 0)  # the fourth: all three in use, so CUPTI gets none and counts its drops
+    assert shim.counts() == (3, 1)
+    ctypes.memmove(bufs[1][0], b"record-one", 10)
+    completed(0x1234, 7, ctypes.cast(bufs[1][0], POINTER(c_uint8)), 4096, 10)
+    completed(0, 0, ctypes.cast(bufs[0][0], POINTER(c_uint8)), 4096, 0)
+    first = shim.take()
+    assert first == (bufs[1][0], 10, 0x1234, 7) and ctypes.string_at(first[0], 10) == b"record-one"
+    assert shim.take() == (bufs[0][0], 0, 0, 0) and shim.take() is None
+    shim.give(bufs[1][0])
+    again, size = ask()
+    assert again == bufs[1][0] and size == 4096 and shim.counts() == (3, 1)  # reused, none more made
+
+
+def test_the_library_links_no_python(tmp_path: Path) -> None:
+    """A callback that needs the GIL under CUPTI's lock is the deadlock the shim exists to avoid."""
+    path = build(tmp_path / "cache")
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("no nm")
+    undefined = subprocess.run([nm, "-D", "--undefined-only", str(path)], capture_output=True, text=True).stdout
+    assert "pthread_mutex_lock" in undefined and "Py" not in undefined
+
+
+def test_a_planted_library_is_refused(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    path = build(cache)
+    os.chmod(path, 0o777)  # writable by anyone: someone else's code could be in it
+    with pytest.raises(ShimError, match="writable by others"):
+        build(cache)
+    path.unlink()
+    path.symlink_to("/bin/true")
+    with pytest.raises(ShimError, match="not a regular file"):
+        build(cache)
