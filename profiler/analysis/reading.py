@@ -3,7 +3,8 @@ summary.json, report.html): start-up batches flagged, diagnoses, comparisons, th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -21,7 +22,8 @@ class Analysis:
     """``tl``: the timeline with its start-up batches flagged ``warmup`` (``profiler.analysis.warmup``);
     ``found``: what was left out, per scenario, and ``warmup``: that in a sentence each; ``diags``:
     one diagnosis per scenario; ``comparisons`` and ``ranks``: the mode comparison's and the rank
-    findings' lines; ``summary``: ``profiler.analysis.summary.summarize`` of ``tl``."""
+    findings' lines; ``summary``: ``profiler.analysis.summary.summarize`` of ``tl``, computed when first
+    read (``pinprof diagnose`` never reads it: on 1,000,000 rows it copies the whole frame)."""
 
     tl: pd.DataFrame
     found: list[Found]
@@ -29,7 +31,11 @@ class Analysis:
     diags: list[Diagnosis]
     comparisons: list[str]
     ranks: list[str]
-    summary: pd.DataFrame
+    per_epoch: dict[str, int] | None = field(default=None)
+
+    @cached_property
+    def summary(self) -> pd.DataFrame:
+        return summarize(self.tl, self.per_epoch)
 
 
 def _int(v: Any) -> int | None:
@@ -49,6 +55,4 @@ def analyse(
     if "num_workers" in tl:
         workers = {str(s): w for s, w in tl.groupby("scenario", sort=False)["num_workers"].first().items()}
     warm = [f.text(_int(workers.get(f.scenario))) for f in found]
-    return Analysis(
-        tl, found, warm, diags, compare_modes(tl), diagnose_ranks(tl, calibration), summarize(tl, per_epoch)
-    )
+    return Analysis(tl, found, warm, diags, compare_modes(tl), diagnose_ranks(tl, calibration), per_epoch)
