@@ -78,7 +78,7 @@ def test_start_up_batches_found_per_loader_and_epoch_on_a_recorded_run() -> None
     assert (f.startup, f.restarts, f.later_epochs) == (1, 1, 1)
     assert "persistent_workers=True" in f.text(workers=2) and "fetch up to" in f.text(workers=2)
     # settled twice, or read back from the file it was written to, it is the same
-    again, _ = settle(settled, AUTO)
+    again, _ = settle(settled.copy(), AUTO)
     assert np.array_equal(again.warmup, settled.warmup)
 
 

@@ -117,7 +117,8 @@ def _detect(
 
 def settle(tl: pd.DataFrame, policy: str = AUTO) -> tuple[pd.DataFrame, list[Found]]:
     """``tl`` with ``warmup`` set by the rule (module docstring) unless ``policy`` is ``skip``, and
-    what was left out, one ``Found`` per scenario.
+    what was left out, one ``Found`` per scenario. The column is set in ``tl`` itself (the frame
+    returned is ``tl``): pass a copy to keep the flags it had.
 
     The rule runs to a fixed point (the steady levels taken without the batches it left out, until
     it leaves out no more), so that settling a timeline it already settled changes nothing: a report
@@ -164,6 +165,7 @@ def settle(tl: pd.DataFrame, policy: str = AUTO) -> tuple[pd.DataFrame, list[Fou
             v = v[~np.isnan(v)]
             if len(v) and v.max() > _limit:
                 f.worst[p] = (max(float(v.max()), f.worst.get(p, (0.0, med))[0]), med)
-    if "warmup" in full and np.array_equal(flags, full["warmup"].to_numpy(bool)):
-        return full, list(found.values())  # nothing changed: no copy of the whole frame
-    return full.assign(warmup=flags), list(found.values())
+    if "warmup" not in full or not np.array_equal(flags, full["warmup"].to_numpy(bool)):
+        # In place: a copy of a 1,000,000-row timeline with all its columns took 800 MB more.
+        full["warmup"] = flags
+    return full, list(found.values())
