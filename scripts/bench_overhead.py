@@ -13,7 +13,11 @@
    process-wide: the bare loop beside it pays for it too, as a user's would), one-tensor and
    three-tensor (dict) batches; prints the medians side by side.
 
-    python scripts/bench_overhead.py [--rounds 20] [--batches 5] [--backends [--backend-rounds 5]]
+4. ``--backends --baseline PATH``: the same, CUDA events, this checkout against an older one at PATH
+   (``git worktree add PATH <commit>``), whose ``profiler`` package the other processes import; so a
+   regression shows in the commit that makes it.
+
+    python scripts/bench_overhead.py [--rounds 20] [--batches 5] [--backends [--backend-rounds 5] [--baseline PATH]]
 """
 
 from __future__ import annotations
@@ -125,12 +129,27 @@ def recorder_cost_us(n: int, dev: torch.device, leaves: int = 1) -> tuple[float,
     return statistics.median(b), statistics.median(p)
 
 
-def backends(rounds: int) -> None:
-    """(3): each clock's recorder cost in processes of their own, alternated round by round."""
+def sides(baseline: str | None) -> list[tuple[str, dict[str, str]]]:
+    """(name, environment) of each kind of process: the two clocks, or this checkout and ``baseline``."""
+    if baseline is None:
+        return [(clock, {**os.environ, "PINPROF_BACKEND": clock}) for clock in ("events", "cupti")]
+    path = os.path.abspath(baseline)
+    if not os.path.isfile(os.path.join(path, "profiler", "__init__.py")):
+        raise SystemExit(f"--baseline {baseline}: no profiler package there (make one: git worktree add PATH <commit>)")
+    old = {
+        **os.environ,
+        "PINPROF_BACKEND": "events",
+        "PYTHONPATH": path + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    return [("HEAD", {**os.environ, "PINPROF_BACKEND": "events"}), ("baseline", old)]
+
+
+def backends(rounds: int, baseline: str | None = None) -> None:
+    """(3) and (4): each side's recorder cost in processes of their own, alternated round by round."""
     got: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    kinds = sides(baseline)
     for _ in range(rounds):
-        for clock in ("events", "cupti"):
-            env = {**os.environ, "PINPROF_BACKEND": clock}
+        for clock, env in kinds:
             out = subprocess.run(
                 [sys.executable, __file__, "--recorder-only"], env=env, capture_output=True, text=True, timeout=300
             )
@@ -140,10 +159,11 @@ def backends(rounds: int) -> None:
                 continue
             for leaves, (b, p) in json.loads(lines[0][7:]).items():
                 got.setdefault((clock, int(leaves)), []).append((b, p))
-    print("recorder CPU cost by GPU clock, us/batch (instrumented - bare), median of alternated processes:")
+    what = "GPU clock" if baseline is None else f"checkout (baseline: {os.path.abspath(baseline)})"
+    print(f"recorder CPU cost by {what}, us/batch (instrumented - bare), median of alternated processes:")
     for leaves in (1, 3):
         row = []
-        for clock in ("events", "cupti"):
+        for clock, _env in kinds:
             v = got.get((clock, leaves), [])
             cost = [p - b for b, p in v]
             row.append(
@@ -162,17 +182,22 @@ def main() -> None:
     ap.add_argument("--cpu-ms", type=float, default=2.0, help="CPU work per step, ms (default 2)")
     ap.add_argument("--backends", action="store_true", help="only (3): CUDA events against CUPTI, side by side")
     ap.add_argument("--backend-rounds", type=int, default=5, help="alternated processes per clock (default 5)")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help="with --backends: an older checkout to compare with, events on both (default: none)",
+    )
     ap.add_argument("--recorder-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.backends:
-        backends(args.backend_rounds)
+        backends(args.backend_rounds, args.baseline)
         return
     dev = torch.device("cuda")
     if args.recorder_only:  # one process of (3)
-        from profiler.capture import backend
+        import profiler
 
         res = {leaves: recorder_cost_us(2000, dev, leaves) for leaves in (1, 3)}
-        print(f"clock: {backend.describe()}", file=sys.stderr)
+        print(f"profiler from {profiler.__file__}", file=sys.stderr)
         print("RESULT " + json.dumps(res))
         return
     # The recorder's own cost first, before DataLoader workers share the machine.

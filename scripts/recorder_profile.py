@@ -28,7 +28,7 @@ def main() -> None:
         item: Any = ts[0] if leaves == 1 else {f"t{k}": t for k, t in enumerate(ts)}
         loader = [item] * args.batches
 
-        def loop() -> None:
+        def loop(loader: list[Any]) -> None:
             prof = TransferProfiler("pinned_nb", dev)
             for b in prof.batches(loader):
                 prof.to_device(b)
@@ -39,17 +39,19 @@ def main() -> None:
             torch.cuda.synchronize()
             prof.timeline()
 
-        loop()  # warm-up
+        loop(loader)  # warm-up
         pr = cProfile.Profile()
         pr.enable()
-        loop()
+        loop(loader)
         pr.disable()
         st = pstats.Stats(pr)
         rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])  # type: ignore[attr-defined]
         total = sum(v[2] for v in st.stats.values()) / args.batches * 1e6  # type: ignore[attr-defined]
         print(f"== {leaves} leaf batch: {total:.1f} us/batch of profiled own time (cProfile's, inflated)")
-        for (file, line, name), (cc, nc, tt, ct, _) in rows[: args.top]:
-            print(f"{tt / args.batches * 1e6:8.2f} us {ct / args.batches * 1e6:8.2f} cum {nc / args.batches:6.1f}x  {name}  {file.split('site-packages/')[-1].split('/work/main/')[-1]}:{line}")
+        for (file, line, name), (_cc, nc, tt, ct, _) in rows[: args.top]:
+            print(
+                f"{tt / args.batches * 1e6:8.2f} us {ct / args.batches * 1e6:8.2f} cum {nc / args.batches:6.1f}x  {name}  {file.split('site-packages/')[-1].split('/work/main/')[-1]}:{line}"
+            )
 
 
 if __name__ == "__main__":
