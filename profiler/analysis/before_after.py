@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler.analysis.compare import spread_ms
+
 PHASES = ("batch", "fetch", "pin", "stage", "layout", "h2d", "wait", "cpu_work", "compute")
-MAD_TO_SIGMA = 1.4826
 FLOOR_SHARE = 0.01
 
 
@@ -63,10 +64,6 @@ class PhaseChange:
         )
 
 
-def _spread(x: np.ndarray) -> float:
-    return float(MAD_TO_SIGMA * np.median(np.abs(x - np.median(x)))) if len(x) else float("nan")
-
-
 def _steady(tl: pd.DataFrame) -> dict[str, pd.DataFrame]:
     rows = tl[~tl["warmup"].to_numpy(bool)]
     return {str(k): g for k, g in rows.groupby("scenario", sort=False)}
@@ -98,7 +95,7 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange
             if not len(vb) or not len(va):
                 continue
             delta = float(va.mean() - vb.mean())
-            noise = max(_spread(vb), _spread(va), floor)
+            noise = max(spread_ms(vb), spread_ms(va), floor)
             ratio = abs(delta) / noise if noise > 0 else float("inf")
             out.append(
                 PhaseChange(

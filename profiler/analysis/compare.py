@@ -18,9 +18,11 @@ BASES = {"pageable": None, "pinned_nb": "prefetch"}  # base mode -> the only mod
 MAD_TO_SIGMA = 1.4826
 
 
-def spread_ms(batch_ms: pd.Series) -> float:
-    """Robust batch-to-batch standard deviation of one scenario's batch time (ms)."""
-    x = batch_ms.dropna().to_numpy(float)
+def spread_ms(values: pd.Series | np.ndarray) -> float:
+    """Robust batch-to-batch standard deviation of one phase's times (ms), NaN left out: 1.4826 x the
+    median absolute deviation; NaN when there is no value."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
     return float(MAD_TO_SIGMA * np.median(np.abs(x - np.median(x)))) if len(x) else float("nan")
 
 

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from profiler.analysis.compare import spread_ms
+
 PHASES = ("batch", "fetch", "pin", "h2d", "compute")
 SPREADS = 6.0
 RELATIVE = 1.0  # twice the steady median at least
 FLOOR_MS = 0.05
-MAD_TO_SIGMA = 1.4826
 MIN_ROWS = 4  # fewer batches than this: no steady level to compare with
 # meta.json's warmup_policy: ``auto`` (the rule alone, from scratch), ``skip`` (--skip N: the flags as
 # recorded), ``recorded`` (a report from before the rule: its flags kept, and the rule's added).
@@ -88,8 +89,7 @@ def _levels(frame: pd.DataFrame, steady: np.ndarray) -> dict[str, tuple[float, f
         if len(x) < MIN_ROWS:
             continue
         med = float(np.median(x))
-        spread = MAD_TO_SIGMA * float(np.median(np.abs(x - med)))
-        out[p] = (med, med + max(SPREADS * spread, RELATIVE * med, FLOOR_MS))
+        out[p] = (med, med + max(SPREADS * spread_ms(x), RELATIVE * med, FLOOR_MS))
     return out
 
 

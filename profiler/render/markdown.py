@@ -39,22 +39,20 @@ MD_COLUMNS = [
 ]
 
 
+def cell_text(value: object, fmt: str, col: str) -> str:
+    """A summary cell as text (``MD_COLUMNS``' format; bytes as MiB), empty when not measured."""
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return fmt.format(float(value) / 2**20 if col == "bytes" else value)  # type: ignore[arg-type]
+
+
 def summary_table(summary: pd.DataFrame) -> str:
     """A compact Markdown table (medians in ms; empty = not measured)."""
     head = "| " + " | ".join(h for _, h, _ in MD_COLUMNS) + " |"
     sep = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(MD_COLUMNS))) + "|"
     lines = [head, sep]
     for _, row in summary.iterrows():
-        cells = []
-        for col, _, fmt in MD_COLUMNS:
-            v = row.get(col)
-            if col == "bytes" and pd.notna(v):
-                v = v / 2**20
-            cells.append(
-                ""
-                if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA
-                else md(fmt.format(v), cell=True)
-            )
+        cells = [md(cell_text(row.get(col), fmt, col), cell=True) for col, _, fmt in MD_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\nMedians over measured batches, in ms; empty = not measured.\n"
 

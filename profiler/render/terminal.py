@@ -10,21 +10,12 @@ from __future__ import annotations
 
 import textwrap
 
-import numpy as np
 import pandas as pd
 
 from profiler.analysis.reading import Analysis
-from profiler.render.markdown import MD_COLUMNS
+from profiler.render.markdown import MD_COLUMNS, cell_text
 
 WIDTH = 100
-
-
-def _cell(value: object, fmt: str, col: str) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return ""
-    if col == "bytes":
-        value = float(value) / 2**20  # type: ignore[arg-type]
-    return fmt.format(value)
 
 
 def _cut(text: str, width: int) -> str:
@@ -37,7 +28,7 @@ def _cut(text: str, width: int) -> str:
 def table(summary: pd.DataFrame, width: int = WIDTH) -> str:
     """The summary's medians as aligned text, at most ``width`` columns wide."""
     cols = [(c, h, f) for c, h, f in MD_COLUMNS if c in summary and summary[c].notna().any()]
-    cells = [[_cell(r.get(c), f, c) for c, _, f in cols] for _, r in summary.iterrows()]
+    cells = [[cell_text(r.get(c), f, c) for c, _, f in cols] for _, r in summary.iterrows()]
     heads = [h for _, h, _ in cols]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(heads)]
     rest = sum(widths[1:]) + 2 * (len(widths) - 1)
