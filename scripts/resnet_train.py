@@ -7,12 +7,17 @@ The images are 64 random float32 tensors made once (never zeros) and served in t
 ``--images`` samples, so the workers only collate, the step (not decoding) sets the pace, and no
 epoch ends within a benchmark (an epoch's first batches wait for the workers to start over).
 
-    python scripts/resnet_train.py [--steps 60] [--batch-size 256] [--workers 12] [--images 100000]
+It prints the median of its own steps' host time after ``--warm`` steps (a step ends at its loss
+read, so host time is the step's whole time): what ``scripts/bench_process_overhead.py`` compares.
+
+    python scripts/resnet_train.py [--steps 60] [--batch-size 256] [--workers 12] [--images 100000] [--warm 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -81,13 +86,19 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--workers", type=int, default=12)
     p.add_argument("--images", type=int, default=100_000)
+    p.add_argument("--warm", type=int, default=20, help="steps left out of the printed median (default 20)")
     args = p.parse_args()
     model, opt, loader = build(args.batch_size, args.workers, args.images)
     it = batches(loader)
+    times: list[float] = []
     for _ in range(args.steps):
+        t0 = time.perf_counter()
         images, labels = next(it)
         loss = step(model, opt, images, labels)
+        times.append((time.perf_counter() - t0) * 1e3)
     print(f"{args.steps} steps, last loss {loss:.3f}")
+    if len(times) > args.warm:
+        print(f"steady step ms (median of {len(times) - args.warm}): {statistics.median(times[args.warm :]):.3f}")
 
 
 if __name__ == "__main__":

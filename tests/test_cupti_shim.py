@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 from ctypes import POINTER, c_size_t, c_uint8
@@ -72,3 +73,53 @@ def test_a_planted_library_is_refused(tmp_path: Path) -> None:
     path.symlink_to("/bin/true")
     with pytest.raises(ShimError, match="not a regular file"):
         build(cache)
+
+
+def test_the_flush_period_is_read_from_the_environment_and_a_bad_value_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from profiler.capture.cupti import recorder
+
+    monkeypatch.delenv("PINPROF_CUPTI_FLUSH_MS", raising=False)
+    assert recorder.flush_period_ms() == recorder.FLUSH_PERIOD_MS
+    monkeypatch.setenv("PINPROF_CUPTI_FLUSH_MS", "0")
+    assert recorder.flush_period_ms() == 0
+    monkeypatch.setenv("PINPROF_CUPTI_FLUSH_MS", "250")
+    assert recorder.flush_period_ms() == 250
+    for bad in ("-5", "half", "1.5"):
+        monkeypatch.setenv("PINPROF_CUPTI_FLUSH_MS", bad)
+        with pytest.raises(ValueError, match=rf"PINPROF_CUPTI_FLUSH_MS='{re.escape(bad)}'"):
+            recorder.flush_period_ms()
+
+
+def test_only_a_forced_collect_flushes_cupti() -> None:
+    """A flush while the loop launches work hung on the H200; the journal's collects must not flush."""
+    import time
+
+    from profiler.capture.cupti.lib import FLUSH_FORCED
+    from profiler.capture.cupti.recorder import CuptiRecorder
+
+    class Lib:
+        path = "libcupti (fake)"
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, tuple[object, ...]]] = []
+
+        def call(self, name: str, *args: object) -> None:
+            self.calls.append((name, args))
+
+        def timestamp(self) -> int:
+            return time.perf_counter_ns()
+
+    class NoBuffers:
+        def take(self) -> None:
+            return None
+
+    lib = Lib()
+    rec = CuptiRecorder(lib, NoBuffers())  # type: ignore[arg-type]
+    rec.active = True
+    for _ in range(3):
+        rec.collect()
+    assert [c for c in lib.calls if c[0] == "cuptiActivityFlushAll"] == []
+    rec.collect(force=True)
+    assert [c for c in lib.calls if c[0] == "cuptiActivityFlushAll"] == [("cuptiActivityFlushAll", (FLUSH_FORCED,))]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import threading
 import time
 from collections import deque
@@ -233,6 +234,23 @@ class Records:
         self._ker = layout.take(ker, (ker["queued"] > horizon) | (ker["queued"] == 0) & (ker["start"] > horizon))
 
 
+def flush_period_ms() -> int:
+    """CUPTI's own flush period: ``PINPROF_CUPTI_FLUSH_MS`` (0: none, buffers come back when full),
+    else ``FLUSH_PERIOD_MS``."""
+    raw = os.environ.get("PINPROF_CUPTI_FLUSH_MS", "").strip()
+    if not raw:
+        return FLUSH_PERIOD_MS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(
+            f"PINPROF_CUPTI_FLUSH_MS={raw!r}: give whole milliseconds, 0 or more (unset: {FLUSH_PERIOD_MS})"
+        )
+    return value
+
+
 class CuptiRecorder:
     """Started once per process (``start``); ``add`` takes each batch, ``collect`` brings the store up
     to date, ``release`` hands CUPTI over."""
@@ -260,7 +278,8 @@ class CuptiRecorder:
             code = self.shim.register(register, BUFFER_BYTES, MAX_BUFFERS)
             if code != SUCCESS:
                 raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
-            lib.call("cuptiActivityEnableLatencyTimestamps", 1)  # kernel launch times (``queued``)
+            if os.environ.get("PINPROF_CUPTI_LATENCY", "1") != "0":
+                lib.call("cuptiActivityEnableLatencyTimestamps", 1)  # kernel launch times (``queued``)
             lib.call("cuptiActivityEnable", MEMCPY)
             lib.call("cuptiActivityEnable", KERNEL)
         except CuptiCallError as err:
@@ -268,8 +287,10 @@ class CuptiRecorder:
             if err.code == ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
                 raise CuptiCallError(err.call, err.code, TAKEN) from None
             raise
+        period = flush_period_ms()
         try:
-            lib.call("cuptiActivityFlushPeriod", FLUSH_PERIOD_MS)
+            if period > 0:
+                lib.call("cuptiActivityFlushPeriod", period)
         except CuptiCallError:
             pass  # older CUPTI: buffers come back when full, and at every collect
         self.clock.reset()  # a client since may have registered a clock of its own
@@ -368,10 +389,16 @@ class CuptiRecorder:
     # -- records ------------------------------------------------------------------------------------
     def collect(self, force: bool = False) -> None:
         """Bring every store up to date: buffers handed back now (``force``: also the ones CUPTI is
-        still filling; call it after a synchronize, so every batch so far is attributed)."""
-        if self.active:  # handed over: no new records, but batches that ended since may still wait
+        still filling; call it after a synchronize, so every batch so far is attributed).
+
+        Only a forced collect flushes. A flush while the loop still launches work hung on the H200
+        even with the C callbacks (2026-12-03, resnet50 under ``pinprof profile``: the journal's
+        thread in ``cuptiActivityFlushAll`` with the GIL released, the main thread in backward), so
+        between the end's flushes the buffers come from CUPTI's own periodic flush
+        (``FLUSH_PERIOD_MS``) and when they fill."""
+        if self.active and force:  # handed over: no new records, but batches that ended since may still wait
             try:
-                self.lib.call("cuptiActivityFlushAll", FLUSH_FORCED if force else 0)
+                self.lib.call("cuptiActivityFlushAll", FLUSH_FORCED)
             except CuptiCallError as err:
                 self._fail(err)
         with self._lock:

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""What ``pinprof profile`` costs a script, process against process: the script bare, then under
+``pinprof profile``, alternated round by round (ABBA order), each process reporting the median of its
+own steady steps (a line ``steady step ms (median of N): X``, as ``scripts/resnet_train.py`` prints).
+
+Why processes and not blocks of one process: CUPTI, once enabled, is process-wide, so a bare block
+beside a profiled one would pay for its records too; and a run of ``pinprof profile`` is a process.
+
+    python scripts/bench_process_overhead.py [--rounds 4] -- python3 scripts/resnet_train.py --steps 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+STEADY = re.compile(r"steady step ms \(median of (\d+)\): ([0-9.]+)")
+
+
+def run(cmd: list[str], timeout: float) -> tuple[float | None, str]:
+    """(the process's steady step ms, or None; the tail of its output)."""
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    text = out.stdout + out.stderr
+    m = STEADY.search(text)
+    return (float(m.group(2)) if m else None), text[-800:]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=4, help="bare/profiled pairs (default 4)")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds a process may take (default 120)")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the script's command line")
+    args = ap.parse_args()
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        ap.error("give the script's command after --")
+    bare_ms: list[float] = []
+    prof_ms: list[float] = []
+    backend = "?"
+    for r in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="pinprof-bench-") as tmp:
+            profiled = [sys.executable, "-m", "profiler", "profile", "--out", tmp, "--no-plots", "--", *cmd]
+            order = [("bare", cmd), ("profiled", profiled)]
+            if r % 2:
+                order.reverse()  # ABBA: a drift of the machine weighs on both kinds alike
+            got: dict[str, float] = {}
+            for kind, c in order:
+                ms, tail = run(c, args.timeout)
+                if ms is None:
+                    print(f"round {r}: {kind} gave no steady step line:\n{tail}", flush=True)
+                    continue
+                got[kind] = ms
+            meta = Path(tmp) / "meta.json"
+            if meta.is_file():
+                backend = str(json.loads(meta.read_text()).get("gpu_clock", {}).get("backend", "?"))
+        if len(got) == 2:
+            bare_ms.append(got["bare"])
+            prof_ms.append(got["profiled"])
+            print(
+                f"round {r}: bare {got['bare']:.3f} ms, profiled {got['profiled']:.3f} ms, "
+                f"ratio {got['profiled'] / got['bare']:.4f} (backend {backend})",
+                flush=True,
+            )
+    if bare_ms:
+        ratios = [p / b for b, p in zip(bare_ms, prof_ms)]
+        print(
+            f"pinprof profile / bare, median of {len(ratios)} rounds: {statistics.median(ratios):.4f} "
+            f"(range {min(ratios):.4f}-{max(ratios):.4f}); steady step bare {statistics.median(bare_ms):.3f} ms, "
+            f"profiled {statistics.median(prof_ms):.3f} ms; GPU clock {backend}"
+        )
+
+
+if __name__ == "__main__":
+    main()

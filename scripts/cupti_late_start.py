@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Does enabling pinprof's CUPTI records hang a loop that has already run backward? (on a GPU)
+
+``scripts/bench_profile_overhead.py --cupti`` hung on the H200 (2026-12-03) in its first profiled
+block: the autograd engine's thread in ``cuLaunchKernelEx`` waiting for a driver lock, while
+``pinprof profile`` of the same script, whose records start before the first backward, ran. This
+starts the recorder after ``--before`` training steps (0: before any) and runs ``--after`` more; a
+watchdog ends a hung process with its stacks.
+
+    python scripts/cupti_late_start.py --before 3 --after 20 [--watchdog 45]
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ["PINPROF_BACKEND"] = "cupti"
+
+import torch
+from resnet_train import batches, build, step
+
+from profiler.capture import backend
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", type=int, default=3, help="training steps before the records start (default 3)")
+    ap.add_argument("--after", type=int, default=20, help="training steps after (default 20)")
+    ap.add_argument("--workers", type=int, default=4, help="loader workers (default 4)")
+    ap.add_argument("--watchdog", type=float, default=45, help="seconds before a hung process exits (default 45)")
+    args = ap.parse_args()
+    faulthandler.dump_traceback_later(args.watchdog, exit=True)
+    model, opt, loader = build(128, args.workers, 10_000)
+    it = batches(loader)
+    for _ in range(args.before):
+        step(model, opt, *next(it))
+    t0 = time.perf_counter()
+    rec = backend.recorder(torch.device("cuda"))
+    print(
+        f"recorder started after {args.before} steps: {rec is not None and rec.active} ({backend.describe()})",
+        flush=True,
+    )
+    for _ in range(args.after):
+        step(model, opt, *next(it))
+    torch.cuda.synchronize()
+    if rec is not None:
+        rec.collect(force=True)
+        print(f"records: {rec.summary()['records']}")
+    print(f"{args.after} steps in {time.perf_counter() - t0:.1f} s: no hang", flush=True)
+
+
+if __name__ == "__main__":
+    main()
