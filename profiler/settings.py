@@ -10,7 +10,7 @@
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
 | ``PINPROF_BACKEND`` | ``events`` | what times the GPU: ``events`` (CUDA events), ``cupti`` (CUPTI's activity records where they can be had, else events, said in one line; experimental: ``profiler.capture.backend``) |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
-| ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``; unset, the interval stretches when appends are slow (``profiler.capture.rows.FlushClock``) |
+| ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``, from a thread of pinprof's own (``profiler.capture.rows.JournalWriter``) |
 
 Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
 ``CUDA_INJECTION64_PATH`` (a CUDA tool such as Nsight Systems is attached), and torchrun's ``RANK``,

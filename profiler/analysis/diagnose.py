@@ -39,6 +39,7 @@ TIMES = (
     "overlap",
     "gpu_idle",
     "batch",
+    "pinprof",
 )
 COUNTS = ("pin_faults", "pin_allocs")
 # On the H200 a pin-bound loop had a median fetch of 0.22 ms and a mean of 12 ms

@@ -31,7 +31,9 @@ def _pace(c: Case) -> str:
     # In a loop that synchronizes each step (loss.item()) the phases run one after the other, so what
     # they leave of the batch is code outside them; where they overlap it is negative and not said.
     rest = c.batch - c.fetch - c.exposed - comp - cpu
-    untimed = f"; {fmt(rest)} is outside the timed phases" if rest >= 0.1 * c.batch else ""
+    own = c.m.get("pinprof", float("nan"))
+    ours = f" ({fmt(own)} of it pinprof's own)" if own == own and own >= 0.01 * c.batch else ""
+    untimed = f"; {fmt(rest)} is outside the timed phases{ours}" if rest >= 0.1 * c.batch else ""
     return (
         f"no single phase sets the pace: {name} {pct(comp, c.batch)}, CPU work {pct(cpu, c.batch)} of the "
         f"mean {fmt(c.batch)} batch{untimed}"

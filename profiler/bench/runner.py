@@ -27,7 +27,7 @@ from profiler.capture.clock import now_ms
 from profiler.capture.devices import rank_info, resolve_device
 from profiler.capture.environment import describe
 from profiler.capture.profiler import TransferProfiler
-from profiler.capture.rows import FlushClock, Flusher
+from profiler.capture.rows import FlushClock, Flusher, JournalWriter
 from profiler.errors import RunFailed, WriteFailed
 from profiler.modes import SPECS
 from profiler.report import files as report_io
@@ -80,7 +80,14 @@ def run_scenario(
         sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.skip or 0, origin_ms=origin
     )
     register(prof)
-    flusher = None if journal is None else Flusher(prof, journal, FlushClock.from_settings())
+    # Appends run on a thread of their own (an append costs 10-20 ms of a thread, more under load):
+    # the loop pays no append, and a kill -9 still loses at most the last interval. A disk that
+    # refuses an append stops the run from the loop's thread, as before (``appending``).
+    writer = None
+    if journal is not None:
+        flusher = Flusher(prof, journal, FlushClock.from_settings())
+        writer = JournalWriter(flusher.flush, flusher.clock.every_ms / 1e3, say=False)
+        writer.start()
     per_epoch = len(loader)
     # Room for the start-up batches: --skip's, or START_ROOM for the rule to find them in.
     room = START_ROOM if opts.skip is None else opts.skip
@@ -103,13 +110,17 @@ def run_scenario(
                     loss.item()  # a training loop reads its loss: the one sync per step, as users have
                 bar.update(1)
                 done += 1
-                if flusher is not None and now_ms() >= flusher.due_ms:  # one clock read a batch otherwise
-                    appending(flusher.flush, journal)
+                if writer is not None and writer.error is not None:
+                    appending(writer.raise_error, journal)
                 if enabled and bar.n % 10 == 0:
                     bar.set_postfix({k: f"{v:.2f}ms" for k, v in prof.live_medians().items() if v == v}, refresh=False)
     finally:
+        if writer is not None:
+            writer.stop()  # after its append in progress: the end of the run writes the rest
         bar.close()
         prof.close()
+    if writer is not None and writer.error is not None:
+        appending(writer.raise_error, journal)
     return prof.timeline()
 
 

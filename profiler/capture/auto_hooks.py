@@ -22,6 +22,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from time import perf_counter_ns
 from typing import Any
 
 import torch
@@ -101,10 +102,16 @@ def _guarded(step: Callable[..., Any], *args: Any) -> None:
         _fail(err)
 
 
+def _own(rec: dict[str, Any], ns: int) -> None:
+    """``ns`` of pinprof's own time on the loop's thread, to batch record ``rec`` (``pinprof_ms``)."""
+    rec["own_sum"] = rec["own_sum"] + ns / 1e6 if rec["own_sum"] == rec["own_sum"] else ns / 1e6
+
+
 def _next(it: Any) -> Any:
     s, original = _session, _ORIGINAL.get("next") or _Iter.__next__
     if s is None or threading.get_ident() != s.main:
         return original(it)
+    t0 = perf_counter_ns()
     try:
         began = s.begin(it)
     except Exception as err:
@@ -112,25 +119,38 @@ def _next(it: Any) -> Any:
         return original(it)
     if began is None:
         return original(it)
+    t1 = perf_counter_ns()
     try:
         batch = original(it)
     except BaseException:
         _guarded(s.abandon, *began)
         raise
+    t2 = perf_counter_ns()
     _guarded(s.arrived, *began, batch)
+    _own(began[1], perf_counter_ns() - t2 + t1 - t0)  # the loader's own next() left out
     return batch
 
 
 def _timed_copy(
-    s: AutoSession, src: torch.Tensor, non_blocking: bool, call: Callable[[], Any], alt_bytes: int | None = None
+    s: AutoSession,
+    src: torch.Tensor,
+    non_blocking: bool,
+    call: Callable[[], Any],
+    alt_bytes: int | None = None,
+    t0: int = 0,
 ) -> Any:
+    t0 = t0 or perf_counter_ns()
+    rec = s.cur[1]  # type: ignore[index]  # a recorded copy: a batch is current
     try:
         began = s.copy_begin()
     except Exception as err:
         _fail(err)
         return call()
+    t1 = perf_counter_ns()
     out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
+    t2 = perf_counter_ns()
     _guarded(s.copy_end, began, src, non_blocking, alt_bytes)
+    _own(rec, perf_counter_ns() - t2 + t1 - t0)  # the user's copy call left out
     return out
 
 
@@ -142,10 +162,12 @@ def _copy(
     extra: bool,
     non_blocking: bool,
     call: Callable[[], Any],
+    t0: int,
 ) -> Any:
     """A ``.to()``/``.cuda()`` of ``src`` in a batch: pinprof's own copy when it can make it
     (``AutoSession.copy_pinned``), else the user's ``call`` timed around; if pinprof fails on the
-    way, the user's call runs instead, once."""
+    way, the user's call runs instead, once. ``t0``: when the hook was entered (``perf_counter_ns``).
+    pinprof's own copy stands for the user's: it counts as the copy, not as pinprof's time."""
     try:
         own = non_blocking and s.takes_over(src, device, dtype, extra)
         if own:
@@ -154,7 +176,7 @@ def _copy(
         _fail(err)
         return call()
     alt = None if dtype is None or dtype == src.dtype else src.numel() * dtype.itemsize
-    return _timed_copy(s, src, non_blocking, call, alt)
+    return _timed_copy(s, src, non_blocking, call, alt, t0)
 
 
 def _recorded(s: AutoSession | None) -> bool:
@@ -165,6 +187,7 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     s, original = _session, _ORIGINAL.get("to") or torch.Tensor.to
     if not (self.is_cpu and _recorded(s)):
         return original(self, *args, **kwargs)
+    t0 = perf_counter_ns()
     try:
         device, _dtype, non_blocking, _fmt = torch._C._nn._parse_to(*args, **kwargs)
     except Exception:  # arguments .to() itself refuses: let it say so
@@ -172,20 +195,21 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     if device is None or device.type != s.device.type:  # type: ignore[union-attr]
         return original(self, *args, **kwargs)
     extra = bool(_fmt is not None and _fmt != torch.preserve_format) or bool(kwargs.get("copy"))
-    return _copy(s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
+    return _copy(s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)  # type: ignore[arg-type]
 
 
 def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     s, original = _session, _ORIGINAL.get("cuda") or torch.Tensor.cuda
     if not (self.is_cpu and _recorded(s) and s.cuda):  # type: ignore[union-attr]
         return original(self, *args, **kwargs)
+    t0 = perf_counter_ns()
     non_blocking = kwargs.get("non_blocking", args[1] if len(args) > 1 else False)
     device = kwargs.get("device", args[0] if args else None)
     device = (
         None if device is None else torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
     )
     extra = "memory_format" in kwargs or len(args) > 2
-    return _copy(s, self, device, None, extra, bool(non_blocking), lambda: original(self, *args, **kwargs))  # type: ignore[arg-type]
+    return _copy(s, self, device, None, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)  # type: ignore[arg-type]
 
 
 def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
@@ -194,7 +218,7 @@ def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
         return original(self, src, *args, **kwargs)
     non_blocking = kwargs.get("non_blocking", args[0] if args else False)
     alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
-    return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs), alt)  # type: ignore[arg-type]
+    return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs), alt)  # type: ignore[arg-type,union-attr]
 
 
 def _pin_memory(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -205,7 +229,10 @@ def _pin_memory(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
 
     start = now_ms()
     out = original(self, *args, **kwargs)
+    t1 = perf_counter_ns()
+    rec = s.cur[1]  # type: ignore[union-attr,index]
     _guarded(s.pin_end, start)  # type: ignore[union-attr]
+    _own(rec, perf_counter_ns() - t1)
     return out
 
 

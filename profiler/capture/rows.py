@@ -132,18 +132,28 @@ class JournalWriter(threading.Thread):
     last interval. What the loop's thread and this one share is locked: the store's arrays
     (``Store``), the events not read yet (``PendingEvents``)."""
 
-    def __init__(self, flush: Callable[[], None], every_s: float) -> None:
+    def __init__(self, flush: Callable[[], None], every_s: float, say: bool = True) -> None:
         super().__init__(name="pinprof-journal", daemon=True)
-        self._flush, self.every_s = flush, every_s
+        self._flush, self.every_s, self._say = flush, every_s, say
         self._stopped = threading.Event()
+        self.error: Exception | None = None  # what stopped the appends; ``say=False``: the loop says it
 
     def run(self) -> None:
         while not self._stopped.wait(self.every_s):
             try:
                 self._flush()
             except Exception as err:
-                print(f"pinprof: the journal stopped ({type(err).__name__}: {err}); the run goes on", file=sys.stderr)
+                self.error = err
+                if self._say:
+                    print(
+                        f"pinprof: the journal stopped ({type(err).__name__}: {err}); the run goes on", file=sys.stderr
+                    )
                 return
+
+    def raise_error(self) -> None:
+        """Raise what stopped the appends, on the caller's thread (``error`` is set)."""
+        if self.error is not None:
+            raise self.error
 
     def stop(self) -> None:
         self._stopped.set()

@@ -38,7 +38,7 @@ def diagnosis_json(diags: list[Diagnosis]) -> list[dict[str, Any]]:
     return out
 
 
-KEY_PHASES = ("fetch", "pin", "h2d", "wait", "cpu_work", "compute", "batch")
+KEY_PHASES = ("fetch", "pin", "h2d", "wait", "cpu_work", "compute", "batch", "pinprof")
 
 
 def summary_json(analysis: Analysis, partial: bool = False) -> dict[str, Any]:
@@ -50,7 +50,8 @@ def summary_json(analysis: Analysis, partial: bool = False) -> dict[str, Any]:
     ``headline``, ``verdict`` and ``change`` (the top finding and its best change), ``saving_ms``
     (that change's expected saving, ms a batch), ``batches`` (steady batches), ``warmup_batches``
     (start-up batches left out), ``<phase>_ms_mean`` and ``<phase>_ms_median`` (ms) for fetch, pin,
-    h2d, wait, cpu_work, compute and batch (absent when not measured). ``partial``: the run did not
+    h2d, wait, cpu_work, compute, batch and pinprof (its own time on the loop's thread) (absent when
+    not measured). ``partial``: the run did not
     finish."""
     out: dict[str, Any] = {"partial": partial}
     left = {f.scenario: f.total for f in analysis.found}

@@ -50,6 +50,9 @@ def brief(analysis: Analysis, width: int = WIDTH) -> str:
         lines.append(f"{d.scenario}: {d.batches} steady batches" + (f" ({out} start-up left out)" if out else ""))
         if d.headline.text:
             lines.extend(wrap.wrap(f"  {d.headline.text}"))
+        own, batch = d.means.get("pinprof", float("nan")), d.means.get("batch", float("nan"))
+        if own == own and batch == batch and batch > 0:  # measured: say what pinprof itself cost
+            lines.append(f"  pinprof's own time: {own:.3f} ms a batch on the loop's thread ({100 * own / batch:.1f}%)")
         if d.findings:
             top = d.findings[0]
             lines.extend(wrap.wrap(f"  verdict: {top.verdict.label}"))

@@ -72,6 +72,7 @@ def build_timeline(
     out["overlap_ms"] = overlap
     out["gpu_idle_ms"] = gpu_idle(h2d_s, h2d_e, comp_e) if on_gpu else np.full(n, np.nan)
     _interval(out, "batch", f["batch_s"], f["batch_e"])
+    out["pinprof_ms"] = summed["own_sum"]
     frame = pd.DataFrame(
         {
             **{k: static.get(k) for k in ("run", "scenario", "mode")},

@@ -46,6 +46,11 @@ durations, ms
                   finished); 0 when the copy ran under that compute (mode ``prefetch``); empty for the
                   first batch and without GPU compute
     batch_ms      from this batch's fetch start to the next batch's fetch start
+    pinprof_ms    pinprof's own time on the loop's thread for this batch, the calls it wraps left out:
+                  ``pinprof profile``'s hooks (the ``next()`` that fetched it, closing the previous
+                  row included, its copies and pins); ``TransferProfiler.batches`` bookkeeping between
+                  batches and ``to_device``'s own work beside its copy calls. Empty where not measured
+                  (the prefetch loop). Not in it: the journal's thread, which runs beside the loop
 intervals, ms from the run's start
     <phase>_start_ms, <phase>_end_ms for fetch, pin, stage, layout, h2d, cpu_work, compute, wait,
     overlap, batch (a phase entered several times: first start, last end)
@@ -90,6 +95,7 @@ DURATIONS: tuple[str, ...] = (
     "overlap_ms",
     "gpu_idle_ms",
     "batch_ms",
+    "pinprof_ms",
 )
 INTERVALS: tuple[str, ...] = tuple(f"{p}_{edge}_ms" for p in PHASES for edge in ("start", "end"))
 IDENTITY: dict[str, str] = {
@@ -156,6 +162,7 @@ RAW_HOST = (
     "comp_e",
     "comp_sum",
     "request",
+    "own_sum",
 )
 RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum", "comp_gsum", "gpu_clock")
 # Raw pin-step measures (``profiler.capture.pin_hook``): ms of thread CPU time, page faults, pinned
