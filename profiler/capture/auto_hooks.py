@@ -102,11 +102,6 @@ def _guarded(step: Callable[..., Any], *args: Any) -> None:
         _fail(err)
 
 
-def _own(rec: dict[str, Any], ns: int) -> None:
-    """``ns`` of pinprof's own time on the loop's thread, to batch record ``rec`` (``pinprof_ms``)."""
-    rec["own_sum"] = rec["own_sum"] + ns / 1e6 if rec["own_sum"] == rec["own_sum"] else ns / 1e6
-
-
 def _next(it: Any) -> Any:
     s, original = _session, _ORIGINAL.get("next") or _Iter.__next__
     if s is None or threading.get_ident() != s.main:
@@ -127,7 +122,9 @@ def _next(it: Any) -> Any:
         raise
     t2 = perf_counter_ns()
     _guarded(s.arrived, *began, batch)
-    _own(began[1], perf_counter_ns() - t2 + t1 - t0)  # the loader's own next() left out
+    # pinprof's own time (pinprof_ms) starts with the next() that fetched the batch, the loader's own
+    # next() left out; the batch's copies and pins add theirs (a batch is current only after this)
+    began[1]["own_sum"] = (perf_counter_ns() - t2 + t1 - t0) / 1e6
     return batch
 
 
@@ -150,7 +147,7 @@ def _timed_copy(
     out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
     t2 = perf_counter_ns()
     _guarded(s.copy_end, began, src, non_blocking, alt_bytes)
-    _own(rec, perf_counter_ns() - t2 + t1 - t0)  # the user's copy call left out
+    rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out
     return out
 
 
@@ -232,7 +229,7 @@ def _pin_memory(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     t1 = perf_counter_ns()
     rec = s.cur[1]  # type: ignore[union-attr,index]
     _guarded(s.pin_end, start)  # type: ignore[union-attr]
-    _own(rec, perf_counter_ns() - t1)
+    rec["own_sum"] += (perf_counter_ns() - t1) / 1e6
     return out
 
 

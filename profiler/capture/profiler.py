@@ -18,6 +18,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from time import perf_counter_ns
 from typing import Any, Literal
 
 import pandas as pd
@@ -151,6 +152,13 @@ class TransferProfiler:
                     nvtx.pop()
                     if rec is not None and self._cur is rec:
                         rec["batch_e"] = resumed
+                        # to_device's own work: its time less the copy calls, staging and layout
+                        # copies, which are the transfer's (h2d_call_ms, stage_ms, layout_ms)
+                        own = rec["own_sum"]
+                        for key in _COPY_SUMS:
+                            if rec[key] == rec[key]:
+                                own -= rec[key]
+                        rec["own_sum"] = own
                         self._commit(rec)
                         self._cur = None
                 count += 1
@@ -203,17 +211,9 @@ class TransferProfiler:
         up: bytes, ``copies``, the layout and call times; ``h2d`` spans the first copy's start to the
         last one's end."""
         rec = self._current("to_device")
-        before = [rec[k] for k in _COPY_SUMS]
-        start = now_ms()
+        t0 = perf_counter_ns()
         out = self._copy_into(rec, batch)
-        # pinprof's own work around the copies: the copy calls, staging and layout copies are the
-        # transfer's (h2d_call_ms, stage_ms, layout_ms), what the user would pay without pinprof too
-        spent = now_ms() - start
-        for key, was in zip(_COPY_SUMS, before, strict=True):
-            now = rec[key]
-            if now == now:
-                spent -= now - was if was == was else now
-        rec["own_sum"] += spent
+        rec["own_sum"] += (perf_counter_ns() - t0) / 1e6  # the copies' own parts come off at the batch's end
         return out
 
     def device_batches(self, loader: Iterable[Any], limit: int | None = None) -> Iterator[Any]:

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The recorder's host cost per batch on a CPU device, this checkout against an older one, in
+alternated processes: what a change to the hot path costs, measurable on any machine (the GPU's own
+figures come from ``scripts/bench_overhead.py --backends --baseline PATH`` on a GPU).
+
+Two loops over a list of small tensors (nothing but the recorder runs): ``library``,
+``TransferProfiler.batches`` with ``to_device``, ``cpu_work()`` and ``compute()``; and ``hooks``,
+``pinprof profile``'s hooks (``auto_hooks``) around a DataLoader's ``next()`` and two ``.to()``
+calls a batch. Each prints (instrumented - bare) microseconds a batch, median of alternated rounds.
+
+    python scripts/bench_cpu_recorder.py --baseline PATH [--rounds 5]   (PATH: git worktree add PATH <commit>)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+N = 3000
+
+
+def _library(n: int) -> tuple[float, float]:
+    import torch
+
+    from profiler import TransferProfiler
+
+    data = [torch.full((256,), float(i)) for i in range(64)]
+    loader = [data[i % 64] for i in range(n)]
+    dev = torch.device("cpu")
+
+    def bare() -> float:
+        t0 = time.perf_counter_ns()
+        for b in loader:
+            b.to(dev)
+        return (time.perf_counter_ns() - t0) / n / 1e3
+
+    def profiled() -> float:
+        prof = TransferProfiler("pageable", dev)
+        t0 = time.perf_counter_ns()
+        for b in prof.batches(loader):
+            prof.to_device(b)
+            with prof.cpu_work():
+                pass
+            with prof.compute():
+                pass
+        el = (time.perf_counter_ns() - t0) / n / 1e3
+        prof.timeline()
+        return el
+
+    return _rounds(bare, profiled)
+
+
+def _hooks(n: int) -> tuple[float, float]:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from profiler.capture import auto_hooks
+    from profiler.capture.auto_session import AutoSession
+
+    data = TensorDataset(torch.randn(n, 64), torch.zeros(n))
+    dev = torch.device("cpu")
+
+    def loop() -> None:
+        for x, y in DataLoader(data, batch_size=1):
+            x.to(dev), y.to(dev)
+
+    def bare() -> float:
+        t0 = time.perf_counter_ns()
+        loop()
+        return (time.perf_counter_ns() - t0) / n / 1e3
+
+    def profiled() -> float:
+        s = AutoSession(dev, run="bench")
+        auto_hooks.start(s)
+        t0 = time.perf_counter_ns()
+        try:
+            loop()
+        finally:
+            el = (time.perf_counter_ns() - t0) / n / 1e3
+            auto_hooks.stop()
+        s.close()
+        return el
+
+    return _rounds(bare, profiled)
+
+
+def _rounds(bare: object, profiled: object) -> tuple[float, float]:
+    bare(), profiled()  # type: ignore[operator]  # warm-up
+    b, p = [], []
+    for _ in range(5):
+        b.append(bare())  # type: ignore[operator]
+        p.append(profiled())  # type: ignore[operator]
+    return statistics.median(b), statistics.median(p)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", required=False, help="an older checkout (git worktree add PATH <commit>)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternated processes per side (default 5)")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        import profiler
+
+        print(f"profiler from {profiler.__file__}", file=sys.stderr)
+        print("RESULT " + json.dumps({"library": _library(N), "hooks": _hooks(N)}))
+        return
+    sides = [("HEAD", dict(os.environ))]
+    if args.baseline:
+        path = os.path.abspath(args.baseline)
+        if not os.path.isfile(os.path.join(path, "profiler", "__init__.py")):
+            raise SystemExit(f"--baseline {args.baseline}: no profiler package there (git worktree add PATH <commit>)")
+        sides.append(("baseline", {**os.environ, "PYTHONPATH": path + os.pathsep + os.environ.get("PYTHONPATH", "")}))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    got: dict[tuple[str, str], list[float]] = {}
+    for r in range(args.rounds):
+        for name, env in sides if r % 2 == 0 else sides[::-1]:
+            cwd = here if name == "HEAD" else os.path.abspath(args.baseline)
+            out = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--one"], env=env, cwd=cwd, capture_output=True, text=True
+            )
+            line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+            if not line:
+                print(f"{name}: no result (rc {out.returncode}): {out.stderr[-600:]}")
+                continue
+            for loop, (b, p) in json.loads(line[0][7:]).items():
+                got.setdefault((name, loop), []).append(p - b)
+    print("recorder host cost on a CPU device, us a batch (instrumented - bare), median of alternated processes:")
+    for loop in ("library", "hooks"):
+        row = [
+            f"{name} {statistics.median(got[(name, loop)]):.1f} (rounds {', '.join(f'{v:.1f}' for v in got[(name, loop)])})"
+            for name, _ in sides
+            if (name, loop) in got
+        ]
+        print(f"  {loop}: " + " | ".join(row))
+
+
+if __name__ == "__main__":
+    main()
