@@ -7,7 +7,12 @@ block: the autograd engine's thread in ``cuLaunchKernelEx`` waiting for a driver
 starts the recorder after ``--before`` training steps (0: before any) and runs ``--after`` more; a
 watchdog ends a hung process with its stacks.
 
-    python scripts/cupti_late_start.py --before 3 --after 20 [--watchdog 45]
+``--flush-mid forced|plain`` flushes CUPTI once in the middle of the ``--after`` steps, after a
+synchronize, while the loader's workers and pin thread go on, as a session's close between blocks of
+``bench_profile_overhead.py`` does (``forced``: ``TransferProfiler.timeline()``'s flush; ``plain``: the
+unforced flush the journal used to make).
+
+    python scripts/cupti_late_start.py --before 3 --after 20 [--flush-mid forced] [--watchdog 45]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch
 from resnet_train import batches, build, step
 
 from profiler.capture import backend
+from profiler.capture.cupti.lib import FLUSH_FORCED
 
 
 def main() -> None:
@@ -33,6 +39,9 @@ def main() -> None:
     ap.add_argument("--before", type=int, default=3, help="training steps before the records start (default 3)")
     ap.add_argument("--after", type=int, default=20, help="training steps after (default 20)")
     ap.add_argument("--workers", type=int, default=4, help="loader workers (default 4)")
+    ap.add_argument(
+        "--flush-mid", choices=("none", "forced", "plain"), default="none", help="a flush halfway (default none)"
+    )
     ap.add_argument("--watchdog", type=float, default=45, help="seconds before a hung process exits (default 45)")
     args = ap.parse_args()
     faulthandler.dump_traceback_later(args.watchdog, exit=True)
@@ -46,8 +55,12 @@ def main() -> None:
         f"recorder started after {args.before} steps: {rec is not None and rec.active} ({backend.describe()})",
         flush=True,
     )
-    for _ in range(args.after):
+    for k in range(args.after):
         step(model, opt, *next(it))
+        if rec is not None and args.flush_mid != "none" and k == args.after // 2:
+            torch.cuda.synchronize()
+            rec.lib.call("cuptiActivityFlushAll", FLUSH_FORCED if args.flush_mid == "forced" else 0)
+            print(f"flushed ({args.flush_mid}) after step {k}", flush=True)
     torch.cuda.synchronize()
     if rec is not None:
         rec.collect(force=True)

@@ -62,14 +62,20 @@ log="$OUT/gpu_check.log"
       record-cupti) timeout 120 python3 scripts/record_cupti.py --out "$OUT/record-cupti" ;;
       cupti) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_cupti.py ;;
       backends) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} ;;
-      # The resnet50 loop with CUPTI's records (hung on the H200, 2026-12-03: the watchdog prints the stacks).
+      # The resnet50 loop with CUPTI's records. Hangs on the H200 (2026-12-03: the watchdog prints the
+      # stacks), even with no flush mid-block: each block's session close flushes CUPTI (forced) while the
+      # loader runs on, the suspect step cupti-late tries. Step process measures the same loop process
+      # against process, with one flush at the end.
       profile-cupti) timeout 240 python3 scripts/bench_profile_overhead.py --cupti --watchdog 200 --rounds ${PROFILE_ROUNDS:-8} ;;
       # pinprof profile against the bare script, process against process (CUPTI is process-wide);
       # PINPROF_BACKEND picks the clock.
       process) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- \
                  python3 scripts/resnet_train.py --steps 100 ;;
       # CUPTI's records started before any step, and after three (the bench's hang, 2026-12-03).
-      cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done ;;
+      # Then a flush halfway, forced and plain, with the loader running: the suspect since.
+      cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done
+                  for f in forced plain; do timeout 60 python3 scripts/cupti_late_start.py --before 3 --after 30 \
+                    --flush-mid $f --workers 12 --watchdog 45; done ;;
       # What CUPTI's Activity API gives and costs in a torch process (scripts/cupti_probe.py).
       cupti-probe) python3 -m pip show nvidia-cuda-cupti cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
                    timeout 420 python3 scripts/cupti_probe.py ;;
