@@ -85,12 +85,21 @@ def test_pinprof_ms_is_the_hooks_own_time_by_an_independent_clock() -> None:
     tl = session.close()
     assert len(tl) == 60 and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
     ours = tl.pinprof_ms.sum()
-    theirs = sum(own.values()) * 1e3
     calls = 3 * len(tl) + 1  # two copies and a next() a batch, and the next() that ends the loader
-    print(f"pinprof_ms {ours:.3f} ms in all, by the timers around the hooks {theirs:.3f} ms ({own})")
-    # The timers also count the hooks' first tests and their own call overhead (about a microsecond
-    # a call); pinprof's row does not count the last next(), which ends the loop after the last row.
-    assert abs(ours - theirs) <= 0.15 * theirs + 0.004 * calls, (ours, theirs)
+    # The timers count their own overhead too (a few microseconds a call): measured on a hook that
+    # does nothing but call its original, and taken off.
+    idle: dict[str, float] = {}
+    o, i = _timers(idle)
+    nothing = i(lambda: None)
+    hook = o("idle", lambda: nothing())
+    for _ in range(calls):
+        hook()
+    theirs = (sum(own.values()) - idle["idle"]) * 1e3
+    print(f"pinprof_ms {ours:.3f} ms in all, by the timers around the hooks {theirs:.3f} ms ({own}, timers {idle})")
+    # pinprof's rows leave out the hooks' first tests and the last next(), which ends the loop after
+    # the last row. Counting the loader's next() or the copy calls would add several times as much;
+    # leaving out the copies' part, half.
+    assert abs(ours - theirs) <= 0.2 * theirs, (ours, theirs)
     assert (tl.pinprof_ms < tl.batch_ms).all()
 
 
