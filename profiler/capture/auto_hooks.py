@@ -188,7 +188,7 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         device, _dtype, non_blocking, _fmt = torch._C._nn._parse_to(*args, **kwargs)
     except Exception:  # arguments .to() itself refuses: let it say so
         return original(self, *args, **kwargs)
-    if device is None or device.type != s.device.type:  # type: ignore[union-attr]
+    if device is None or device.type != s.device_type:  # type: ignore[union-attr]
         return original(self, *args, **kwargs)
     extra = bool(_fmt is not None and _fmt != torch.preserve_format) or bool(kwargs.get("copy"))
     return _copy(s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)  # type: ignore[arg-type]
