@@ -150,3 +150,16 @@ def test_pinprof_run_rows_hold_pinprof_ms(tmp_path: Path) -> None:
     tl = read_timeline(out / "timeline.csv")
     assert len(tl) >= 12 and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
     assert (tl.pinprof_ms < tl.batch_ms).all()
+
+
+def test_the_staged_copy_is_the_transfers_not_pinprofs() -> None:
+    """In mode ``staged`` the staging copy is the transfer (``stage_ms``): pinprof_ms leaves it out."""
+    data = [torch.randn(256, 3, 32, 32) for _ in range(12)]
+    prof = TransferProfiler("staged", torch.device("cpu"))
+    for b in prof.batches(data):
+        x = prof.to_device(b)
+        with prof.compute():
+            x.sum()
+    tl = prof.timeline()
+    assert tl.stage_ms.notna().all() and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
+    assert (tl.pinprof_ms < tl.stage_ms).all(), tl[["pinprof_ms", "stage_ms"]]

@@ -49,9 +49,6 @@ from profiler.report.signals import install_sigterm, restore_sigterm
 __all__ = ["PinprofWarning", "TransferProfiler"]
 
 
-_COPY_SUMS = ("call_sum", "stage_sum", "layout_sum")  # the parts of to_device that are the transfer's
-
-
 class TransferProfiler:
     """Records every batch's phases (see ``profiler.timeline.schema`` for the columns they become).
 
@@ -152,12 +149,14 @@ class TransferProfiler:
                     nvtx.pop()
                     if rec is not None and self._cur is rec:
                         rec["batch_e"] = resumed
-                        # to_device's own work: its time less the copy calls, staging and layout
-                        # copies, which are the transfer's (h2d_call_ms, stage_ms, layout_ms)
+                        # to_device's own work: its time less the copy calls (or the staging, which
+                        # is the staged mode's call on a GPU and counted in both) and the layout
+                        # copies: those are the transfer's (h2d_call_ms, stage_ms, layout_ms)
+                        calls = rec["call_sum"] if rec["call_sum"] == rec["call_sum"] else rec["stage_sum"]
                         own = rec["own_sum"]
-                        for key in _COPY_SUMS:
-                            if rec[key] == rec[key]:
-                                own -= rec[key]
+                        for part in (calls, rec["layout_sum"]):
+                            if part == part:
+                                own -= part
                         rec["own_sum"] = own
                         self._commit(rec)
                         self._cur = None
