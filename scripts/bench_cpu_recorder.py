@@ -9,6 +9,7 @@ Two loops over a list of small tensors (nothing but the recorder runs): ``librar
 calls a batch. Each prints (instrumented - bare) microseconds a batch, median of alternated rounds.
 
     python scripts/bench_cpu_recorder.py --baseline PATH [--rounds 5]   (PATH: git worktree add PATH <commit>)
+    python scripts/bench_cpu_recorder.py --per-call   (a .to() hook's cost against what pinprof_ms counts of it)
 """
 
 from __future__ import annotations
@@ -89,6 +90,39 @@ def _hooks(n: int) -> tuple[float, float]:
     return _rounds(bare, profiled)
 
 
+def per_call(calls: int = 2000) -> None:
+    """One ``.to()`` hook from outside (hooked against the original, in one batch) and what
+    ``pinprof_ms`` counts of it: the difference is what no clock inside the hook sees."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from profiler.capture import auto_hooks
+    from profiler.capture.auto_session import AutoSession
+
+    s = AutoSession(torch.device("cpu"), run="bench")
+    auto_hooks.start(s)
+    original = auto_hooks._ORIGINAL["to"]
+    try:
+        for (b,) in DataLoader(TensorDataset(torch.randn(16, 3, 32, 32)), batch_size=8):
+            rec = s.cur[1]  # type: ignore[index]
+            counted = rec["own_sum"]
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                b.to("cpu")
+            hooked = (time.perf_counter_ns() - t0) / calls / 1e3
+            counted = (rec["own_sum"] - counted) / calls * 1e3
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                original(b, "cpu")
+            bare = (time.perf_counter_ns() - t0) / calls / 1e3
+            print(
+                f"a .to() hook: {hooked - bare:.2f} us from outside (hooked {hooked:.2f}, original {bare:.2f}), pinprof_ms counts {counted:.2f} us"
+            )
+    finally:
+        auto_hooks.stop()
+        s.close()
+
+
 def _rounds(bare: object, profiled: object) -> tuple[float, float]:
     bare(), profiled()  # type: ignore[operator]  # warm-up
     b, p = [], []
@@ -102,8 +136,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", required=False, help="an older checkout (git worktree add PATH <commit>)")
     ap.add_argument("--rounds", type=int, default=5, help="alternated processes per side (default 5)")
+    ap.add_argument("--per-call", action="store_true", help="only: one .to() hook from outside against pinprof_ms")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.per_call:
+        per_call()
+        return
     if args.one:
         import profiler
 
