@@ -9,6 +9,8 @@
 | ``PINPROF_CACHE`` | ``~/.cache/pinprof`` | folder of the bandwidth calibration cache |
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
 | ``PINPROF_BACKEND`` | ``events`` | what times the GPU: ``events`` (CUDA events), ``cupti`` (CUPTI's activity records where they can be had, else events, said in one line; experimental: ``profiler.capture.backend``) |
+| ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | with ``cupti``: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
+| ``PINPROF_CUPTI_LATENCY`` | on | with ``cupti``: ``0`` leaves out kernels' launch times (for finding what hangs) |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
 | ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``, from a thread of pinprof's own (``profiler.capture.rows.JournalWriter``) |
 
@@ -44,6 +46,8 @@ class Settings:
     flush_s: float
     flush_fixed: bool  # PINPROF_FLUSH_S was given: keep that interval exactly
     backend: str
+    cupti_flush_ms: int  # CUPTI's own flush period; 0: none
+    cupti_latency: bool  # kernels' launch times in CUPTI's records
     rank: int
     local_rank: int
     world_size: int
@@ -74,6 +78,19 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
         from profiler.errors import UsageError
 
         raise UsageError(f"${name}={text!r}: give seconds, more than 0 and less than 86400 (default {default:g})")
+    return value
+
+
+def _millis(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name, "").strip()
+    try:
+        value = int(text) if text else default
+    except ValueError:
+        value = -1
+    if value < 0:
+        from profiler.errors import UsageError
+
+        raise UsageError(f"${name}={text!r}: give whole milliseconds, 0 or more (default {default})")
     return value
 
 
@@ -120,6 +137,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         flush_s=_seconds(env, "PINPROF_FLUSH_S", 2.0),
         flush_fixed=bool(env.get("PINPROF_FLUSH_S", "").strip()),
         backend=_backend(env),
+        cupti_flush_ms=_millis(env, "PINPROF_CUPTI_FLUSH_MS", 500),
+        cupti_latency=env.get("PINPROF_CUPTI_LATENCY", "").strip() != "0",
         rank=rank,
         local_rank=local_rank,
         world_size=world_size,

@@ -75,21 +75,18 @@ def test_a_planted_library_is_refused(tmp_path: Path) -> None:
         build(cache)
 
 
-def test_the_flush_period_is_read_from_the_environment_and_a_bad_value_is_named(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_flush_period_is_read_from_the_environment_and_a_bad_value_is_named() -> None:
     from profiler.capture.cupti import recorder
+    from profiler.errors import UsageError
+    from profiler.settings import load
 
-    monkeypatch.delenv("PINPROF_CUPTI_FLUSH_MS", raising=False)
-    assert recorder.flush_period_ms() == recorder.FLUSH_PERIOD_MS
-    monkeypatch.setenv("PINPROF_CUPTI_FLUSH_MS", "0")
-    assert recorder.flush_period_ms() == 0
-    monkeypatch.setenv("PINPROF_CUPTI_FLUSH_MS", "250")
-    assert recorder.flush_period_ms() == 250
+    assert load({}).cupti_flush_ms == recorder.FLUSH_PERIOD_MS
+    assert load({"PINPROF_CUPTI_FLUSH_MS": "0"}).cupti_flush_ms == 0
+    assert load({"PINPROF_CUPTI_FLUSH_MS": "250"}).cupti_flush_ms == 250
+    assert load({}).cupti_latency and not load({"PINPROF_CUPTI_LATENCY": "0"}).cupti_latency
     for bad in ("-5", "half", "1.5"):
-        monkeypatch.setenv("PINPROF_CUPTI_FLUSH_MS", bad)
-        with pytest.raises(ValueError, match=rf"PINPROF_CUPTI_FLUSH_MS='{re.escape(bad)}'"):
-            recorder.flush_period_ms()
+        with pytest.raises(UsageError, match=rf"PINPROF_CUPTI_FLUSH_MS='{re.escape(bad)}'"):
+            load({"PINPROF_CUPTI_FLUSH_MS": bad})
 
 
 def test_only_a_forced_collect_flushes_cupti() -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import threading
 import time
 from collections import deque
@@ -46,11 +45,12 @@ from profiler.capture.cupti.lib import (
 )
 from profiler.capture.cupti.shim import Shim
 from profiler.capture.store import Store
+from profiler.settings import current
 
 KERNEL, MEMCPY = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
 BUFFER_BYTES = 1 << 20  # about 4,800 kernel records: a callback's numpy work stays near a millisecond
 MAX_BUFFERS = 64  # 64 MiB in CUPTI's hands at most; past that CUPTI drops records and counts them
-FLUSH_PERIOD_MS = 500
+FLUSH_PERIOD_MS = 500  # profiler.settings' default for PINPROF_CUPTI_FLUSH_MS
 DRAIN_S = 0.1  # how often the recorder's thread takes the buffers CUPTI handed back
 LAG_NS = 50_000_000
 TAKEN = "another CUPTI client (Nsight Systems or torch.profiler) holds the activity records"
@@ -234,23 +234,6 @@ class Records:
         self._ker = layout.take(ker, (ker["queued"] > horizon) | (ker["queued"] == 0) & (ker["start"] > horizon))
 
 
-def flush_period_ms() -> int:
-    """CUPTI's own flush period: ``PINPROF_CUPTI_FLUSH_MS`` (0: none, buffers come back when full),
-    else ``FLUSH_PERIOD_MS``."""
-    raw = os.environ.get("PINPROF_CUPTI_FLUSH_MS", "").strip()
-    if not raw:
-        return FLUSH_PERIOD_MS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(
-            f"PINPROF_CUPTI_FLUSH_MS={raw!r}: give whole milliseconds, 0 or more (unset: {FLUSH_PERIOD_MS})"
-        )
-    return value
-
-
 class CuptiRecorder:
     """Started once per process (``start``); ``add`` takes each batch, ``collect`` brings the store up
     to date, ``release`` hands CUPTI over."""
@@ -278,7 +261,7 @@ class CuptiRecorder:
             code = self.shim.register(register, BUFFER_BYTES, MAX_BUFFERS)
             if code != SUCCESS:
                 raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
-            if os.environ.get("PINPROF_CUPTI_LATENCY", "1") != "0":
+            if current().cupti_latency:
                 lib.call("cuptiActivityEnableLatencyTimestamps", 1)  # kernel launch times (``queued``)
             lib.call("cuptiActivityEnable", MEMCPY)
             lib.call("cuptiActivityEnable", KERNEL)
@@ -287,7 +270,7 @@ class CuptiRecorder:
             if err.code == ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
                 raise CuptiCallError(err.call, err.code, TAKEN) from None
             raise
-        period = flush_period_ms()
+        period = current().cupti_flush_ms  # PINPROF_CUPTI_FLUSH_MS, FLUSH_PERIOD_MS unless given
         try:
             if period > 0:
                 lib.call("cuptiActivityFlushPeriod", period)
