@@ -103,10 +103,10 @@ def _guarded(step: Callable[..., Any], *args: Any) -> None:
 
 
 def _next(it: Any) -> Any:
-    t0 = perf_counter_ns()  # pinprof_ms counts the hook's first tests too
     s, original = _session, _ORIGINAL.get("next") or _Iter.__next__
     if s is None or threading.get_ident() != s.main:
         return original(it)
+    t0 = perf_counter_ns()  # after the tests: a call pinprof does not record pays no clock read
     try:
         began = s.begin(it)
     except Exception as err:
@@ -180,10 +180,10 @@ def _recorded(s: AutoSession | None) -> bool:
 
 
 def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-    t0 = perf_counter_ns()  # pinprof_ms counts the hook's first tests too
     s, original = _session, _ORIGINAL.get("to") or torch.Tensor.to
     if not (self.is_cpu and _recorded(s)):
         return original(self, *args, **kwargs)
+    t0 = perf_counter_ns()
     try:
         device, _dtype, non_blocking, _fmt = torch._C._nn._parse_to(*args, **kwargs)
     except Exception:  # arguments .to() itself refuses: let it say so
@@ -195,10 +195,10 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
 
 
 def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-    t0 = perf_counter_ns()  # pinprof_ms counts the hook's first tests too
     s, original = _session, _ORIGINAL.get("cuda") or torch.Tensor.cuda
     if not (self.is_cpu and _recorded(s) and s.cuda):  # type: ignore[union-attr]
         return original(self, *args, **kwargs)
+    t0 = perf_counter_ns()
     non_blocking = kwargs.get("non_blocking", args[1] if len(args) > 1 else False)
     device = kwargs.get("device", args[0] if args else None)
     device = (
@@ -209,10 +209,10 @@ def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
 
 
 def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
-    t0 = perf_counter_ns()
     s, original = _session, _ORIGINAL.get("copy_") or torch.Tensor.copy_
     if not (self.is_cuda and isinstance(src, torch.Tensor) and src.is_cpu and _recorded(s)):  # CUDA only
         return original(self, src, *args, **kwargs)
+    t0 = perf_counter_ns()
     non_blocking = kwargs.get("non_blocking", args[0] if args else False)
     alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
     return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs), alt, t0)  # type: ignore[arg-type,union-attr]

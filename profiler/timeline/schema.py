@@ -51,8 +51,10 @@ durations, ms
                   row included, its copies and pins); ``TransferProfiler.batches`` bookkeeping between
                   batches and ``to_device``'s own work beside its copy calls. Empty where not measured
                   (the prefetch loop). Not in it: the journal's thread, which runs beside the loop, and
-                  the call into each hook and its return, which no clock inside it sees (about 1.3 us
-                  a call on a 2-core development machine: ``scripts/bench_cpu_recorder.py --per-call``)
+                  the call into each hook, its first tests and its return, which no clock inside it
+                  sees (about 1.6 us a call on a 2-core development machine:
+                  ``scripts/bench_cpu_recorder.py --per-call``); a call pinprof does not record reads
+                  no clock
 intervals, ms from the run's start
     <phase>_start_ms, <phase>_end_ms for fetch, pin, stage, layout, h2d, cpu_work, compute, wait,
     overlap, batch (a phase entered several times: first start, last end)
