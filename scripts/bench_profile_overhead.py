@@ -24,7 +24,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from resnet_train import batches, build, step
 
 from profiler.bench import cupti
+from profiler.bench.hook_timers import timers
 from profiler.capture import auto_hooks, backend
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.clock import now_ms
@@ -150,42 +150,6 @@ def report(got: list[Block], kinds: list[str]) -> None:
 PATCHED = ("to", "cuda", "copy_", "pin_memory")  # the Tensor methods auto_hooks patches
 
 
-def _timers(own: dict[str, float]) -> tuple[Any, Any]:
-    """(a wrapper for a hook, a wrapper for an original it calls): main-thread time in the outermost
-    hook is added to ``own[hook]``, and the originals' time inside it taken off again."""
-    now: list[str] = []  # the outermost hook running on the main thread
-    main = threading.get_ident()  # the loader's pin thread calls pin_memory through the hooks too
-
-    def outer(name: str, fn: Any) -> Any:  # the outermost only: pinprof's own copy_ goes through a hook
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            if now or threading.get_ident() != main:
-                return fn(*args, **kwargs)
-            now.append(name)
-            own.setdefault(name, 0.0)
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                own[name] += time.perf_counter() - start
-                now.clear()
-
-        return timed
-
-    def inner(fn: Any) -> Any:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            if not now or threading.get_ident() != main:
-                return fn(*args, **kwargs)
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                own[now[0]] -= time.perf_counter() - start  # the script's own call: not pinprof's
-
-        return timed
-
-    return outer, inner
-
-
 def own_time(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], steps: int) -> dict[str, float]:
     """Microseconds per step the main thread spends in pinprof's hooks, less the script's own calls
     they make (the loader's ``next()``, the copies the script asked for), by hook, and the journal's
@@ -197,7 +161,7 @@ def own_time(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[An
     the H200 the hooked ``next()`` took 0.25 ms a step more than the bare one, seen from outside,
     while the hook's own part of it read 0.78 ms)."""
     own: dict[str, float] = {}
-    outer, inner = _timers(own)
+    outer, inner = timers(own)
     places = {"next": (auto_hooks._Iter, "__next__")} | {m: (torch.Tensor, m) for m in PATCHED}
     s = session("profiled")
     flush = s.flush

@@ -1,8 +1,8 @@
 """pinprof's own time on the loop's thread: the ``pinprof_ms`` column, and appends that leave no gap.
 
 ``pinprof_ms`` is checked against an independent clock: a timer around each of ``pinprof profile``'s
-hooks, less a timer around each original call the hook makes (the way
-``scripts/bench_profile_overhead.py`` measures the hooks' cost on the GPU).
+hooks, less a timer around each original call the hook makes (``profiler.bench.hook_timers``, with
+which ``scripts/bench_profile_overhead.py`` measures the hooks' cost on the GPU).
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
+import pandas as pd
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from profiler import TransferProfiler
+from profiler.bench.hook_timers import timers
 from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
 from profiler.report.files import read_timeline
@@ -28,47 +28,11 @@ HERE = Path(__file__).parent
 PLACES = {"next": (auto_hooks._Iter, "__next__"), "to": (torch.Tensor, "to")}
 
 
-def _timers(own: dict[str, float]) -> tuple[Any, Any]:
-    """(a wrapper for a hook, a wrapper for an original it calls): seconds in the outermost hook on
-    the main thread go to ``own``, and the originals' seconds inside it come off again."""
-    now: list[str] = []
-    main = threading.get_ident()
-
-    def outer(name: str, fn: Any) -> Any:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            if now or threading.get_ident() != main:
-                return fn(*args, **kwargs)
-            now.append(name)
-            own.setdefault(name, 0.0)
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                own[name] = own.get(name, 0.0) + time.perf_counter() - start
-                now.clear()
-
-        return timed
-
-    def inner(fn: Any) -> Any:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            if not now or threading.get_ident() != main:
-                return fn(*args, **kwargs)
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                own[now[0]] -= time.perf_counter() - start
-
-        return timed
-
-    return outer, inner
-
-
 def test_pinprof_ms_is_the_hooks_own_time_by_an_independent_clock() -> None:
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(60 * 8, 3, 32, 32, generator=g), torch.randint(0, 9, (60 * 8,), generator=g))
     own: dict[str, float] = {}
-    outer, inner = _timers(own)
+    outer, inner = timers(own)
     session = AutoSession(torch.device("cpu"), run="test")
     auto_hooks.start(session)
     real = dict(auto_hooks._ORIGINAL)
@@ -89,7 +53,7 @@ def test_pinprof_ms_is_the_hooks_own_time_by_an_independent_clock() -> None:
     # The timers count their own overhead too (a few microseconds a call): measured on a hook that
     # does nothing but call its original, and taken off.
     idle: dict[str, float] = {}
-    o, i = _timers(idle)
+    o, i = timers(idle)
     nothing = i(lambda: None)
     hook = o("idle", lambda: nothing())
     for _ in range(calls):
@@ -103,16 +67,22 @@ def test_pinprof_ms_is_the_hooks_own_time_by_an_independent_clock() -> None:
     assert (tl.pinprof_ms < tl.batch_ms).all()
 
 
-def test_pinprof_ms_of_the_library_loop_is_its_bookkeeping_not_the_copies() -> None:
-    data = [torch.randn(64, 3, 32, 32) for _ in range(30)]
-    prof = TransferProfiler("pageable", torch.device("cpu"))
+def _library_loop(mode: str, data: list[torch.Tensor], cpu_s: float = 0.0) -> pd.DataFrame:
+    """``TransferProfiler``'s loop over ``data`` on a CPU device: a copy, ``cpu_s`` of sleep as the
+    CPU work (none: no ``cpu_work()``), a step; its timeline."""
+    prof = TransferProfiler(mode, torch.device("cpu"))  # type: ignore[arg-type]
     for b in prof.batches(data):
         x = prof.to_device(b)
-        with prof.cpu_work():
-            time.sleep(0.002)
+        if cpu_s:
+            with prof.cpu_work():
+                time.sleep(cpu_s)
         with prof.compute():
             x.sum()
-    tl = prof.timeline()
+    return prof.timeline()
+
+
+def test_pinprof_ms_of_the_library_loop_is_its_bookkeeping_not_the_copies() -> None:
+    tl = _library_loop("pageable", [torch.randn(64, 3, 32, 32) for _ in range(30)], cpu_s=0.002)
     assert tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
     # the CPU work (2 ms of sleep) is the user's: pinprof's own part of a batch is far below it
     assert (tl.pinprof_ms < tl.cpu_work_ms).all(), tl[["pinprof_ms", "cpu_work_ms"]]
@@ -154,12 +124,6 @@ def test_pinprof_run_rows_hold_pinprof_ms(tmp_path: Path) -> None:
 
 def test_the_staged_copy_is_the_transfers_not_pinprofs() -> None:
     """In mode ``staged`` the staging copy is the transfer (``stage_ms``): pinprof_ms leaves it out."""
-    data = [torch.randn(256, 3, 32, 32) for _ in range(12)]
-    prof = TransferProfiler("staged", torch.device("cpu"))
-    for b in prof.batches(data):
-        x = prof.to_device(b)
-        with prof.compute():
-            x.sum()
-    tl = prof.timeline()
+    tl = _library_loop("staged", [torch.randn(256, 3, 32, 32) for _ in range(12)])
     assert tl.stage_ms.notna().all() and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
     assert (tl.pinprof_ms < tl.stage_ms).all(), tl[["pinprof_ms", "stage_ms"]]

@@ -2,7 +2,8 @@
 (``limits``), what it keeps however it ends (``keeping``), the end-of-run split (``calibrate``), its datasets and stand-in
 workloads, the bandwidth sweep and calibration (``bandwidth``), multi-rank launch
 (``distributed``), the two quoted benchmarks (``quoted``) and CUPTI records through torch.profiler
-(``cupti``, the independent check).
+(``cupti``, the independent check), and a clock around ``pinprof profile``'s hooks from outside
+(``hook_timers``).
 
 May import: torch, torchvision and every subpackage but ``cli`` (``quoted`` alone runs the CLI).
 """
