@@ -76,6 +76,11 @@ log="$OUT/gpu_check.log"
       cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done
                   for f in forced plain; do timeout 60 python3 scripts/cupti_late_start.py --before 3 --after 30 \
                     --flush-mid $f --workers 12 --watchdog 45; done ;;
+      # Whose step each row holds (issue: a row is a batch): Accelerate, timm, Lightning on an iterable
+      # dataset, a prefetcher, each step k x M matmuls set by its batch, against CUPTI's unit.
+      rows) timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
+      rows-cupti) PINPROF_BACKEND=cupti timeout 400 python3 scripts/rows_check.py --out "$OUT/rows-cupti" ;;
+      gpu-profile) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_profile.py ;;
       # What CUPTI's Activity API gives and costs in a torch process (scripts/cupti_probe.py).
       cupti-probe) python3 -m pip show nvidia-cuda-cupti cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
                    timeout 420 python3 scripts/cupti_probe.py ;;

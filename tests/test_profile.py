@@ -48,7 +48,8 @@ def test_a_plain_training_script_gets_one_row_per_batch(tmp_path: Path) -> None:
     assert (tl.scenario == "TensorDataset/bs16/w2").all() and (tl.num_workers == 2).all()
     assert (tmp_path / "r" / "diagnosis.md").read_text().count("Headline") == 1
     assert meta_of(tmp_path / "r")["partial"] is False
-    assert meta_of(tmp_path / "r")["one_ahead"] == []  # each batch is copied before the next is fetched
+    loaders = meta_of(tmp_path / "r")["loaders"]  # each batch copied and stepped before the next is fetched
+    assert loaders["TensorDataset/bs16/w2"]["pattern"] == "plain"
 
 
 def test_a_script_that_raises_still_gets_its_report(tmp_path: Path) -> None:
@@ -71,7 +72,10 @@ def test_two_loaders_and_two_copies_per_batch(tmp_path: Path) -> None:
     assert (train.bytes == 8 * (3 * 16 * 16 * 4 + 4 * 4)).all() and (train.copies == 2).all()
     assert list(val.bytes) == [n * (3 * 8 * 8 * 4 + 4 * 4) for n in (16, 8)]
     assert tl.fetch_ms.notna().all()
-    assert meta_of(tmp_path / "r")["one_ahead"] == []
+    assert {k: v["pattern"] for k, v in meta_of(tmp_path / "r")["loaders"].items()} == {
+        "Pairs/bs8/w1": "plain",
+        "Held/bs16/w0": "plain",
+    }
 
 
 @pytest.mark.parametrize("how", ["profile", "callback"])
@@ -88,20 +92,21 @@ def test_a_lightning_fit(tmp_path: Path, how: str) -> None:
     tl = read_timeline(out)
     assert len(tl) == 6 and (tl.bytes == 8 * (IMAGE + 8)).all() and (tl.copies == 2).all()
     assert tl.fetch_ms.notna().all()
-    assert meta_of(out)["one_ahead"] == []  # a sized loader: Lightning does not fetch ahead
+    assert meta_of(out)["loaders"]["TensorDataset/bs8/w0"]["pattern"] == "plain"  # a sized loader: no fetch ahead
 
 
 def test_a_lightning_fetcher_one_batch_ahead_is_found_and_said(tmp_path: Path) -> None:
-    """On a dataset of no length Lightning fetches batch n+1 before it copies batch n: the rows are
-    loop iterations then (row 0 copies nothing), and the report says so rather than pass it off."""
+    """On a dataset of no length Lightning fetches batch n+1 before it copies batch n: each row is
+    still one batch (tests/test_in_flight.py checks whose step it holds), and the report says what
+    loop it saw. The batch fetched ahead of the last step is never copied."""
     pytest.importorskip("lightning")
     out = tmp_path / "r"
     run = profile(out, str(SCRIPTS / "lightning_fit.py"), "--steps", "6", "--iterable")
     assert run.returncode == 0, run.stderr[-3000:]
     tl = read_timeline(out)
-    assert list(tl.copies) == [0] + [2] * 6  # 7 fetches for 6 steps; each step's copies one row later
-    assert meta_of(out)["one_ahead"] == ["Stream/bs8/w0"]
-    assert "Stream/bs8/w0: the loop fetches each batch before it copies the one before" in run.stderr
+    assert list(tl.copies) == [2] * 6 + [0]  # 7 fetches for 6 steps
+    assert meta_of(out)["loaders"]["Stream/bs8/w0"]["pattern"] == "fetch-ahead"
+    assert "Stream/bs8/w0: the loop fetches each batch before the step of the one before" in run.stderr
     assert run.stdout == "fit 6 steps\n"  # the program's output alone: pinprof's lines go to stderr
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch.nn import parameter as _parameter
+from torch.optim import optimizer as _optimizer
 from torch.utils.data import dataloader as _dataloader
 
 from profiler.capture.auto_session import AutoSession
@@ -35,12 +36,13 @@ _Iter = _dataloader._BaseDataLoaderIter
 _LAZY = _parameter.UninitializedTensorMixin  # type: ignore[attr-defined]  # not in torch's stubs
 _ORIGINAL: dict[str, Any] = {}
 _session: AutoSession | None = None
+_step_hook: Any = None  # the handle of torch's global optimizer step post-hook, while patched
 failure: str | None = None  # the internal error that stopped the last session, if one did
 
 
 def start(session: AutoSession) -> None:
     """Patch torch so that ``session`` sees every batch and copy (see the module docstring)."""
-    global _session, failure
+    global _session, failure, _step_hook
     if _ORIGINAL:
         raise RuntimeError("an automatic profile is already running in this process")
     _ORIGINAL.update(
@@ -57,6 +59,9 @@ def start(session: AutoSession) -> None:
     torch.Tensor.copy_ = _copy_  # type: ignore[method-assign,assignment]
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
     _LAZY._allowed_methods.extend(WRAPPERS)
+    # Every optimizer's step (Accelerate's, Lightning's and timm's wrap torch's) ends the rows of the
+    # batches it consumed: profiler.capture.in_flight.
+    _step_hook = _optimizer.register_optimizer_step_post_hook(_stepped)
 
 
 def stop() -> AutoSession | None:
@@ -68,7 +73,11 @@ def stop() -> AutoSession | None:
 
 
 def _restore() -> None:
-    """The originals back in place, the wrappers off the allow-list."""
+    """The originals back in place, the wrappers off the allow-list, the step hook removed."""
+    global _step_hook
+    if _step_hook is not None:
+        _step_hook.remove()
+        _step_hook = None
     for name, original in _ORIGINAL.items():
         if name == "next":
             _Iter.__next__ = original  # type: ignore[method-assign]
@@ -90,7 +99,8 @@ def _fail(err: BaseException) -> None:
         "and the batches recorded so far are kept",
         file=sys.stderr,
     )
-    _session.cur = None  # the batch being recorded may be half written: not kept
+    cur, _session.cur = _session.cur, None  # the batch being recorded may be half written: not kept
+    _session.flight = [b for b in _session.flight if b is not cur]
     _restore()
     _session = None
 
@@ -100,6 +110,12 @@ def _guarded(step: Callable[..., Any], *args: Any) -> None:
         step(*args)
     except Exception as err:
         _fail(err)
+
+
+def _stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
+    s = _session
+    if s is not None:
+        _guarded(s.stepped)
 
 
 def _next(it: Any) -> Any:
@@ -159,11 +175,14 @@ def _copy(
     non_blocking: bool,
     call: Callable[[], Any],
     t0: int,
+    aimed: bool = False,
 ) -> Any:
     """A ``.to()``/``.cuda()`` of ``src`` in a batch: pinprof's own copy when it can make it
     (``AutoSession.copy_pinned``), else the user's ``call`` timed around; if pinprof fails on the
     way, the user's call runs instead, once. ``t0``: when the hook was entered (``perf_counter_ns``).
     pinprof's own copy stands for the user's: it counts as the copy, not as pinprof's time."""
+    if not aimed and len(s.flight) > 1:  # batches in flight: the copy is the batch's whose tensor it reads
+        return _aimed(s, src, call, lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True))
     try:
         own = non_blocking and s.takes_over(src, device, dtype, extra)
         if own:
@@ -173,6 +192,20 @@ def _copy(
         return call()
     alt = None if dtype is None or dtype == src.dtype else src.numel() * dtype.itemsize
     return _timed_copy(s, src, non_blocking, call, alt, t0)
+
+
+def _aimed(s: AutoSession, src: torch.Tensor, call: Callable[[], Any], copy: Callable[[], Any]) -> Any:
+    """``copy()`` with the batch that ``src`` belongs to as the current one (``AutoSession.aim``);
+    ``call``: the user's own call, run instead if pinprof fails here."""
+    try:
+        was = s.aim(src)
+    except Exception as err:
+        _fail(err)
+        return call()
+    try:
+        return copy()
+    finally:
+        s.cur = was
 
 
 def _recorded(s: AutoSession | None) -> bool:
@@ -215,6 +248,9 @@ def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
     t0 = perf_counter_ns()
     non_blocking = kwargs.get("non_blocking", args[0] if args else False)
     alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
+    if len(s.flight) > 1:  # type: ignore[union-attr]  # batches in flight: the copy is its source's batch's
+        call = lambda: original(self, src, *args, **kwargs)  # noqa: E731
+        return _aimed(s, src, call, lambda: _timed_copy(s, src, bool(non_blocking), call, alt, t0))  # type: ignore[arg-type]
     return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs), alt, t0)  # type: ignore[arg-type,union-attr]
 
 

@@ -26,6 +26,14 @@ from profiler.report.signals import write_held
 MERGE_WAIT_S = 120.0
 
 
+LOOP_WORDS = {
+    "fetch-ahead": "fetches each batch before the step of the one before (as Accelerate's prepared loader, or "
+    "Lightning's fetcher on a dataset of no length)",
+    "device-prefetch": "fetches and copies each batch to the device before the step of the one before (a device "
+    "prefetcher, as timm's PrefetchLoader)",
+}
+
+
 def write_session_report(
     session: AutoSession,
     out: Path,
@@ -51,7 +59,7 @@ def write_session_report(
         exit_status=exit_status,
         profiler_error=auto_hooks.failure,
         origin_monotonic_ms=session.origin,
-        one_ahead=session.lagging,
+        loaders=session.patterns.summary(),
         warmup_policy=session.warmup_policy,
         **ranks,
     )
@@ -59,13 +67,12 @@ def write_session_report(
         from profiler.capture import backend
 
         backend.say(echo)
-    for scenario in session.lagging:
-        echo(
-            f"pinprof: {scenario}: the loop fetches each batch before it copies the one before (a fetcher "
-            "one batch ahead, as Lightning's on a dataset of no length); a row there is one loop iteration: "
-            "batch n's fetch with batch n-1's copies and compute; at the loader's end, its last batch's "
-            "copies are not recorded"
-        )
+    for scenario, seen in session.patterns.summary().items():
+        if seen["pattern"] != "plain":
+            echo(
+                f"pinprof: {scenario}: the loop {LOOP_WORDS[seen['pattern']]}; each row is one batch, its fetch, "
+                f"copies and the step that trained on it (rows end at the {seen['row_boundary']})"
+            )
     write_held(lambda: write_report(folder, tl, info, {}, echo, plots), replay=False)
     if ranks["world_size"] > 1 and ranks["rank"] == 0:
         _merge(out, ranks["world_size"], echo)

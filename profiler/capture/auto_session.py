@@ -3,18 +3,24 @@
 An ``AutoSession`` keeps one ``TransferProfiler`` per DataLoader dataset (so a train and a validation
 loader are separate scenarios) and is driven by the hooks of ``profiler.capture.auto_hooks``:
 
-- each ``__next__`` of a DataLoader iterator ends the batch that was current (any loader's) and
-  starts the next of its own: the fetch is timed around the real ``__next__``, the pin thread's
-  interval comes from the pin hook as in ``TransferProfiler.batches``;
-- each host-to-device copy of the main thread while a batch is current (``Tensor.to``, ``.cuda``,
-  ``copy_``) is timed with CUDA events on the stream it runs on and added to that batch, as
-  ``TransferProfiler.to_device`` adds its copies (bytes, ``copies``, call time, ``src_memory``);
-- the batch's GPU compute runs from its last copy's end (or from the handoff, with no copy) to an
-  event recorded on the current stream at the next batch boundary; the step asks for its data when
-  its last copy call returns (``request``), where an asynchronous copy's wait begins;
-- a copy whose source is a tensor of the loader's previous batch, still alive, shows a loop that
-  fetches one batch ahead of its copies: its scenario goes into ``lagging`` (the report says so);
-- NVTX: ``loop <scenario>`` around each ``batch <n>`` range, so an nsys import tells loaders apart.
+- each ``__next__`` of a DataLoader iterator starts a batch of its own loader: the fetch is timed
+  around the real ``__next__``, the pin thread's interval comes from the pin hook as in
+  ``TransferProfiler.batches``; the batch is in flight until its row closes;
+- each host-to-device copy of the main thread while a batch is in flight (``Tensor.to``, ``.cuda``,
+  ``copy_``) is timed with CUDA events on the stream it runs on and added to the batch whose tensor
+  it reads (``profiler.capture.in_flight``), as ``TransferProfiler.to_device`` adds its copies
+  (bytes, ``copies``, call time, ``src_memory``);
+- a row closes at torch's optimizer step hook, for every batch in flight but the newest (a loop that
+  fetches ahead: Accelerate, timm's prefetcher, Lightning on an iterable dataset), or at the next
+  ``next()`` once its batch's step ran (the loop written by hand); a loop with no optimizer step
+  closes a row at the ``next()`` after its batch's (one ``next()`` late, so that a first step can
+  still claim it);
+- the batch's GPU compute runs from its last copy's end (or from the handoff, with no copy; in a
+  loop that fetches ahead, from the last fetch or copy of a later batch before its step) to an event
+  recorded on the current stream where its row closes; the step asks for its data when its last copy
+  call returns (``request``), where an asynchronous copy's wait begins;
+- NVTX: ``loop <scenario>`` around each ``batch <n>`` range (one ``next()`` to the next), so an
+  nsys import tells loaders apart.
 
 The mode column says what the copies were: ``pinned_nb`` (pinned source, non_blocking), ``pinned``,
 ``pageable_nb`` or ``pageable``, from the first copy. Batches before ``skip`` (when given) are flagged warm-up;
@@ -35,9 +41,9 @@ from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
+from profiler.capture.in_flight import BY_NEXT, BY_STEP, DEVICE_PREFETCH, FETCH_AHEAD, PLAIN, Patterns, owner, storages
 from profiler.capture.loop import arrived, fetch_begin, fetch_end
 from profiler.capture.nvtx import NvtxEmitter
-from profiler.capture.one_ahead import OneAhead
 from profiler.capture.phases import account
 from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.profiler import TransferProfiler
@@ -58,6 +64,24 @@ def iterator_config(it: Any) -> dict[str, Any]:
         "pin_memory": bool(getattr(it, "_pin_memory", False)),
         "prefetch_factor": getattr(it, "_prefetch_factor", None) if workers else None,
     }
+
+
+FRAMEWORKS = ("accelerate", "timm", "lightning", "pytorch_lightning", "transformers")
+
+
+def calling_framework() -> str | None:
+    """The framework whose code called the loader's ``next()`` (the hooks' callers, a few frames up):
+    its remedies name its own switches (Accelerate's ``DataLoaderConfiguration``). None for a loop
+    of the script's own."""
+    frame = sys._getframe(3)
+    for _ in range(6):
+        if frame is None:
+            break
+        top = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+        if top in FRAMEWORKS:
+            return "lightning" if top == "pytorch_lightning" else top
+        frame = frame.f_back
+    return None
 
 
 def copy_mode(pinned: bool, non_blocking: bool) -> Mode:
@@ -102,8 +126,13 @@ class AutoSession:
         self._flushed: dict[int, int] = {}
         self.journal_error: str | None = None  # why appends stopped (a full disk), said once
         self._writer = rows.JournalWriter(self.flush, self.clock.every_ms / 1e3) if journal is not None else None
-        self._ahead = OneAhead()
-        self.lagging = self._ahead.found  # scenarios of a loop one batch ahead (capture.one_ahead)
+        # Batches fetched and not yet closed into rows, oldest first (profiler.capture.in_flight).
+        self.flight: list[tuple[TransferProfiler, dict[str, Any]]] = []
+        self.patterns = Patterns()
+        self.steps = 0  # optimizer steps seen on the main thread
+        self._last_close = float("-inf")  # host ms where the latest row closed
+        self._fetched_since_step = True  # a next() since the last step that closed a row
+        self._step_stream: Any = None  # the current stream at the latest fetch with batches in flight
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -116,6 +145,7 @@ class AutoSession:
         prof = self.profs.get(id(dataset))
         if prof is None:
             cfg = iterator_config(it)
+            cfg["framework"] = calling_framework()
             name = clean(f"{type(dataset).__name__}/bs{cfg['batch_size']}/w{cfg['num_workers']}")
             names = {p.scenario for p in self.profs.values()}
             name = name if name not in names else f"{name}#{len(self.profs) + 1}"
@@ -136,12 +166,13 @@ class AutoSession:
         return prof
 
     def begin(self, it: Any) -> tuple[TransferProfiler, dict[str, Any]] | None:
-        """Before the loader's real ``__next__``: the current batch ends, this loader's next one starts
-        (None once ``limit`` batches of it were recorded)."""
-        self.end_batch()
+        """Before the loader's real ``__next__``: rows close where this ``next()`` ends them, this
+        loader's next batch starts (None once ``limit`` batches of it were recorded)."""
+        self._at_next(now_ms())
+        self._fetched_since_step = True
         prof = self.profiler_for(it)
         prof._new_epoch(it)
-        n = prof._next_batch
+        n = prof._next_batch + sum(1 for p, _ in self.flight if p is prof)
         if self.limit is not None and n >= self.limit + self.skip:
             return None
         if prof.nvtx.active:
@@ -153,11 +184,19 @@ class AutoSession:
         return prof, fetch_begin(prof, n)
 
     def arrived(self, prof: TransferProfiler, rec: dict[str, Any], batch: Any) -> None:
-        """After it returned ``batch``: the fetch's end, the pin, the compute's start; the batch is current."""
+        """After it returned ``batch``: the fetch's end, the pin, the compute's start; the batch is
+        the current one, in flight."""
         fetch_end(prof, rec)
         arrived(rec, batch)
-        self._ahead.arrived(str(prof.scenario), rec, batch)
         rec["batch_s"] = rec["fetch_s"]
+        if self.flight:
+            # Another batch is in flight: a copy may be of either, so this one's tensors are read.
+            rec["_ptrs"] = storages(batch)
+            # The stream the loop's step runs on: where a batch's step start is marked, even from a
+            # copy made on a prefetcher's side stream (marked there, it fired before the step before
+            # had run: timm's loop read 1.5 times its kernels' time on the H200).
+            self._step_stream = current_stream(prof._index) if self.cuda else None
+            self._bump(rec)
         if prof._cupti_on():
             rec["_calls"] = []  # CUPTI times this batch: its copy calls, then its step's launches
         elif self.cuda:
@@ -167,39 +206,157 @@ class AutoSession:
             rec["comp_s"] = rec["fetch_e"]  # moved to the batch's last copy, if it makes copies
         prof._cur = rec
         self.cur = (prof, rec)
+        self.flight.append(self.cur)
 
     def abandon(self, prof: TransferProfiler, rec: dict[str, Any]) -> None:
-        """After it raised (StopIteration at the loader's end, or the user's error): no batch."""
+        """After it raised (StopIteration at the loader's end, or the user's error): no batch. A batch
+        in flight that no copy has read yet was fetched ahead, and its copies are still to come (a
+        loop that fetches before it copies, at the loader's end): it is the current one again."""
         fetch_end(prof, rec)
         if prof.nvtx.active:
             prof.nvtx.pop()  # batch
             prof.nvtx.pop()  # loop
+        if self.flight and self.flight[-1][1]["copies"] == 0:
+            self.cur = self.flight[-1]
+            self.cur[0]._cur = self.cur[1]
 
-    def end_batch(self) -> None:
-        """Close the current batch: its end on the host and, on the current stream, its compute's end."""
-        if self.cur is None:
+    # -- rows: where a batch ends (profiler.capture.in_flight) ----------------------------------------
+    def _at_next(self, now: float) -> None:
+        """A ``next()`` of any loader: the current batch stops being current; a batch whose step ran
+        closes now; one with no step since it was fetched gets this as its end if no step claims it
+        (``_tent``); one that had such an end already closes there (no optimizer: the ``next()``
+        after it was its boundary)."""
+        if self.cur is not None:
+            prof = self.cur[0]
+            if prof.nvtx.active:
+                prof.nvtx.pop()  # batch
+                prof.nvtx.pop()  # loop
+            prof._cur = None
+            self.cur = None
+        keep = []
+        for prof, rec in self.flight:
+            if rec.get("_stepped"):
+                self._close(prof, rec, now, BY_NEXT)
+            elif "_tent" in rec:
+                self._close(prof, rec, rec["_tent"][0], BY_NEXT, at_tent=True)
+            else:
+                rec["_tent"] = (now, self._mark(prof, rec))
+                keep.append((prof, rec))
+        self.flight = keep
+
+    def _mark(self, prof: TransferProfiler, rec: dict[str, Any], stream: Any = None) -> Any:
+        """An event now on ``stream`` (the current one if None), for a batch timed by events (None
+        otherwise)."""
+        if not self.cuda or "_calls" in rec:
+            return None
+        ev = prof._pool.get()
+        record(ev, stream or current_stream(prof._index))
+        return ev
+
+    def _bump(self, newer: dict[str, Any]) -> None:
+        """A later batch's fetch or copy, before the step of the batches in flight before it: their
+        step starts after it, if a step closes them (``_bump``; known only once steps were seen)."""
+        if not self.steps:
             return
-        prof, rec = self.cur
-        self.cur = None
-        prof._cur = None
-        if prof.nvtx.active:
-            prof.nvtx.pop()  # batch
-            prof.nvtx.pop()  # loop
-        rec["batch_e"] = now_ms()
-        self._ahead.ended(id(prof), rec)
+        now = now_ms()
+        for prof, rec in self.flight:
+            if rec is newer:
+                break  # only the batches fetched before it
+            if not rec.get("_stepped"):
+                old = rec.get("_bump")
+                if old is not None and old[1] is not None:
+                    prof._pool.put(old[1])
+                rec["_bump"] = (now, self._mark(prof, rec, self._step_stream))
+
+    def stepped(self) -> None:
+        """torch's optimizer step hook: every batch in flight but the newest was consumed by a step
+        that has now run, and closes; the newest alone was this step's, unless a step closed rows
+        since it was fetched (a second optimizer of the same iteration)."""
+        if threading.get_ident() != self.main or not self.flight:
+            return
+        self.steps += 1
+        if len(self.flight) == 1:
+            if self._fetched_since_step:
+                self.flight[0][1]["_stepped"] = True
+            return
+        now = now_ms()
+        newest_prof, newest = self.flight[-1]
+        for prof, rec in self.flight[:-1]:
+            if prof is newest_prof:
+                ahead = DEVICE_PREFETCH if newest["copies"] > 0 else FETCH_AHEAD
+                self.patterns.saw(str(prof.scenario), ahead)
+            self._close(prof, rec, now, BY_STEP)
+        self.flight = [self.flight[-1]]
+        self._fetched_since_step = False
+        # The newest batch's step starts now: copies it had already (a device prefetcher) ran under the
+        # step just closed; copies it makes later move the start on, as in any batch.
+        if "_calls" not in newest:
+            if self.cuda:
+                record(newest["_comp_start"], current_stream(newest_prof._index))
+            else:
+                newest["comp_s"] = now
+
+    def _close(
+        self, prof: TransferProfiler, rec: dict[str, Any], end: float, boundary: str, at_tent: bool = False
+    ) -> None:
+        """The batch's row ends at ``end`` (host ms): its compute's end on the current stream (now, or
+        ``at_tent``: the event of its tentative end), and the row committed."""
+        tent = rec.pop("_tent", None)
+        bump = rec.pop("_bump", None) if boundary == BY_STEP else None
+        if boundary == BY_NEXT:
+            leftover = rec.pop("_bump", None)
+            if leftover is not None and leftover[1] is not None:
+                prof._pool.put(leftover[1])
+            if rec.get("_stepped"):
+                self.patterns.saw(str(prof.scenario), PLAIN)
+        rec.pop("_ptrs", None)
+        rec.pop("_stepped", None)
+        rec["batch_e"] = end
+        # A row closed at a step after the next batch was fetched starts where the previous one ended.
+        rec["batch_s"] = max(rec["fetch_s"], min(self._last_close, end))
+        self._last_close = max(self._last_close, end)
+        self.patterns.row(str(prof.scenario), boundary)
         if "_calls" in rec:
-            # CUPTI: every kernel launched between the batch's arrival and the next boundary is its step's
-            rec["_window"] = [(rec["fetch_e"], rec["batch_e"])]
+            # CUPTI: every kernel launched between the batch's handoff and its row's end is its step's
+            start = bump[0] if bump is not None else max(rec["fetch_e"], rec["batch_s"])
+            rec["_window"] = [(start, end)]
         elif self.cuda:
-            ev = rec["_comp_end"] = prof._pool.get()
-            record(ev, current_stream(prof._index))
-        else:  # no GPU: the step is timed on the host, from the batch's last copy to the next batch
-            rec["comp_e"] = rec["batch_e"]
+            if at_tent and tent is not None and tent[1] is not None:
+                ev = tent[1]
+            else:
+                if tent is not None and tent[1] is not None:
+                    prof._pool.put(tent[1])
+                ev = prof._pool.get()
+                record(ev, current_stream(prof._index))
+            rec["_comp_end"] = ev
+            if bump is not None and bump[1] is not None:
+                if "_comp_start" in rec:
+                    prof._pool.put(rec["_comp_start"])
+                rec["_comp_start"] = bump[1]
+        else:  # no GPU: the step is timed on the host, from the batch's last copy to its row's end
+            if bump is not None:
+                rec["comp_s"] = max(rec["comp_s"], bump[0])
+            rec["comp_e"] = end
             rec["comp_sum"] = rec["comp_e"] - rec["comp_s"]
         prof._commit(rec)
         self.batches += 1
         if len(prof._pending) >= 8:  # amortise: read finished events a few batches at a time
             prof._pending.resolve(prof._anchor)
+
+    def end_batch(self) -> None:
+        """Close every batch in flight (the end of a run): where its step ended it, else now."""
+        now = now_ms()
+        self._at_next(now)  # what a next() would close, closes; the rest get their end now
+        for prof, rec in self.flight:
+            self._close(prof, rec, now, BY_NEXT, at_tent=True)
+        self.flight = []
+
+    def aim(self, src: torch.Tensor) -> tuple[TransferProfiler, dict[str, Any]] | None:
+        """Before a copy of ``src`` with batches in flight: the batch it reads becomes the current
+        one while the copy is recorded; returns the current one to put back after."""
+        was = self.cur
+        self.cur = self.flight[owner([r for _, r in self.flight], src)]
+        return was
 
     def flush(self) -> None:
         """Append every loader's batches completed since the last flush to the journal (the writer's
@@ -249,7 +406,8 @@ class AutoSession:
         not the host's dispatch before it (a plain event pair around the user's call read 0.81 ms for
         CUPTI's 0.70 ms on the H200); the current stream waits on its end, as after ``.to()``."""
         prof, rec = cur = self.cur  # type: ignore[misc]
-        self._ahead.copied(id(prof), str(prof.scenario), rec, src)
+        if len(self.flight) > 1:
+            self._bump(rec)  # batches fetched before this one: their step comes after this copy
         self.cur = None  # pinprof's own copy_ inside is not the user's: the hooks let it through
         try:
             out = prof._copy_into(rec, src)
@@ -285,7 +443,8 @@ class AutoSession:
         prof, rec = self.cur  # type: ignore[misc]
         if stream is not None:
             record(end, stream)
-        self._ahead.copied(id(prof), str(prof.scenario), rec, src)
+        if len(self.flight) > 1:
+            self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
         nbytes = tensor_bytes(src)
@@ -328,6 +487,7 @@ class AutoSession:
         PIN_HOOK.uninstall()
         frames = []
         for prof in self.profs.values():
+            prof._config["loop"] = self.patterns.pattern(str(prof.scenario))
             if prof.mode == "auto":
                 prof.mode = "pageable"  # no copy was seen: nothing was pinned by the loop either
             frames.append(prof.timeline())

@@ -40,7 +40,7 @@ SETTINGS = (
     "pinprof_version",
     "warmup_policy",
     "world_size",
-    "one_ahead",
+    "loaders",
 )
 
 STYLE = """

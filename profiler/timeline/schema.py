@@ -60,7 +60,10 @@ intervals, ms from the run's start
     overlap, batch (a phase entered several times: first start, last end)
 configuration
     device (str), batch_size (Int64), num_workers (Int64), pin_memory (boolean), non_blocking (boolean),
-    prefetch_factor (Int64; empty with no workers)
+    prefetch_factor (Int64; empty with no workers), loop (str: ``plain``, ``fetch-ahead`` or
+    ``device-prefetch``, what ``pinprof profile`` saw the loop do; ``profiler.capture.in_flight``),
+    framework (str: the package whose code fetched the batches, ``accelerate``, ``timm``,
+    ``lightning``; empty for a loop of the script's own)
 pin step counts (Int64; empty when the batch was not pinned while pinprof watched)
     pin_faults    minor page faults of the pinning thread during the pin step: the first touch of the
                   worker's shared memory, which the pin copy is the first to read (up to 64 KiB a
@@ -124,6 +127,8 @@ CONFIG: dict[str, str] = {
     "pin_memory": "boolean",
     "non_blocking": "boolean",
     "prefetch_factor": "Int64",
+    "loop": "str",
+    "framework": "str",
 }
 COUNTS: dict[str, str] = {"pin_faults": "Int64", "pin_allocs": "Int64"}
 # What a missing identity column means in a file from elsewhere (an nsys import, an older version).

@@ -1,11 +1,15 @@
 """A tiny Lightning ``Trainer.fit`` (tests/test_profile.py). Nothing of pinprof in it.
 
-python tests/scripts/lightning_fit.py [--steps 6] [--batch-size 8] [--iterable]
+python tests/scripts/lightning_fit.py [--steps 6] [--batch-size 8] [--iterable] [--unit-ms 0]
+
+With ``--unit-ms U``, batch b's images carry k = b % 4 + 1 in their first value, and its training
+step sleeps k x U ms: a step whose time is its own batch's (tests/test_in_flight.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,16 +20,26 @@ from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 
 class Tiny(L.LightningModule):
-    def __init__(self, raise_at: int = -1) -> None:
+    def __init__(self, raise_at: int = -1, unit_ms: float = 0.0, matmuls: int = 0) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 10))
-        self.raise_at = raise_at
+        self.raise_at, self.unit_ms, self.matmuls = raise_at, unit_ms, matmuls
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         if batch_idx == self.raise_at:
             raise ValueError(f"the model's own error at batch {batch_idx}")
         x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
+        k = int(x[0, 0, 0, 0]) if self.unit_ms or self.matmuls else 0
+        if self.unit_ms:
+            time.sleep(k * self.unit_ms / 1e3)
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        if self.matmuls:  # k x M matmuls of 2048 x 2048 on the device: GPU work set by the batch
+            w = torch.ones(2048, 2048, device=x.device) / 2048
+            y2 = w
+            for _ in range(k * self.matmuls):
+                y2 = y2 @ w
+            loss = loss + y2[0, 0] * 0
+        return loss
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -48,6 +62,8 @@ def main() -> None:
     p.add_argument("--raise-at", type=int, default=-1)
     p.add_argument("--callback-out", default=None)
     p.add_argument("--iterable", action="store_true", help="the same samples from a dataset of no length")
+    p.add_argument("--unit-ms", type=float, default=0.0, help="step of batch b sleeps (b %% 4 + 1) x this")
+    p.add_argument("--matmuls", type=int, default=0, help="step of batch b runs (b %% 4 + 1) x this matmuls")
     args = p.parse_args()
     callbacks: list[Any] = []
     if args.callback_out:
@@ -55,7 +71,10 @@ def main() -> None:
 
         callbacks.append(PinprofCallback(out=args.callback_out, plots=False))
     gen = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.rand(200, 3, 8, 8, generator=gen), torch.randint(0, 10, (200,), generator=gen))
+    images = torch.rand(200, 3, 8, 8, generator=gen)
+    if args.unit_ms or args.matmuls:
+        images[:, 0, 0, 0] = (torch.arange(200) // args.batch_size) % 4 + 1
+    data = TensorDataset(images, torch.randint(0, 10, (200,), generator=gen))
     loader = DataLoader(Stream(data) if args.iterable else data, batch_size=args.batch_size, num_workers=0)
     trainer = L.Trainer(
         max_steps=args.steps,
@@ -66,7 +85,7 @@ def main() -> None:
         num_sanity_val_steps=0,
         callbacks=callbacks,
     )
-    trainer.fit(Tiny(args.raise_at), loader)
+    trainer.fit(Tiny(args.raise_at, args.unit_ms, args.matmuls), loader)
     print(f"fit {trainer.global_step} steps")
 
 

@@ -83,6 +83,25 @@ def _under(c: Case) -> float:
     return c.comp + c.cpu
 
 
+def _ahead(c: Case, exposed: float) -> list[Change]:
+    """The change that issues the copy a step early, in the words of the loop's own code: none for a
+    loop that does so already (mode prefetch, timm's PrefetchLoader, a side-stream prefetcher);
+    Accelerate's own switch for its prepared loader, which copies batch n and then fetches n+1."""
+    if c.mode == "prefetch" or c.loop == "device-prefetch":
+        return []
+    if c.framework == "accelerate":
+        return [
+            Change(
+                "Accelerate: Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True)) and "
+                "pin_memory=True on the DataLoader: the prepared loader then copies batch n without blocking "
+                "and fetches batch n+1 while the copy runs",
+                min(exposed, _under(c)),
+                {"pin_memory": True, "non_blocking": True},
+            )
+        ]
+    return [_prefetch(c, exposed)]
+
+
 def _prefetch(c: Case, exposed: float) -> Change:
     return Change(
         "prefetch: fetch batch n+1 and issue its copy on a side stream before step n's compute, and make "
@@ -102,7 +121,7 @@ HOST_BLOCKED = Rule(
         and not c.asynchronous
         and c.h2d > 0
         and c.wait >= EXPOSED_SHARE * c.h2d
-        and c.wait >= TOO_SMALL_SHARE * c.batch
+        and c.copy_exposed >= TOO_SMALL_SHARE * c.batch  # not the wait for the step before: compute
     ),
     lambda c: (
         f"the host is blocked {fmt(c.wait)} in the copy call for a {fmt(c.h2d)} copy; "
@@ -118,10 +137,10 @@ HOST_BLOCKED = Rule(
                     {"mode": "pinned_nb"},
                 )
             ]
-            if c.cpu > 0
+            if c.cpu > 0 and c.framework != "accelerate"
             else []
         ),
-        _prefetch(c, c.wait),
+        *_ahead(c, c.wait),
     ],
 )
 
@@ -137,8 +156,8 @@ def _gpu_idle_evidence(c: Case) -> str:
 
 
 def _gpu_idle_remedies(c: Case) -> list[Change]:
-    changes = [_prefetch(c, c.copy_exposed)]
-    if c.mode == "prefetch":  # already one step ahead: the copy outlasts the work it runs under
+    changes = _ahead(c, c.copy_exposed)
+    if c.mode == "prefetch" or c.loop == "device-prefetch":  # already one step ahead: the copy outlasts its step
         changes.append(
             Change(
                 f"the copy ({fmt(c.h2d)}) outlasts the step it runs under ({fmt(_under(c))}): send fewer "

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Whose step each row holds, on a GPU: ``pinprof profile`` of loops that fetch ahead, each step running
+k x M matmuls of 2048 x 2048 (k = b % 4 + 1, read from batch b), against CUPTI's time for one unit.
+
+The scripts are the test scripts (``tests/scripts/ahead_loops.py``: plain, Accelerate blocking and
+``non_blocking``, timm's ``PrefetchLoader``, a hand-written prefetcher; ``tests/scripts/lightning_fit.py
+--iterable``), run unmodified under ``pinprof profile``. One unit's kernel time comes from
+torch.profiler's CUPTI records of the same matmuls in this process (median of 20 units, after a
+warm-up). Per loop it prints, over the rows after the first four: the median and the worst of
+compute_ms / (k x unit), the same against the neighbour's k (a row holding the step before its own),
+the loop pattern pinprof saw and the headline of its diagnosis.
+
+    python scripts/rows_check.py --out DIR [--matmuls 10] [--batches 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from profiler.report.files import read_timeline  # noqa: E402
+
+LOOPS = {
+    "plain": ["tests/scripts/ahead_loops.py", "--loop", "plain"],
+    "accelerate": ["tests/scripts/ahead_loops.py", "--loop", "accelerate"],
+    "accelerate-nb": ["tests/scripts/ahead_loops.py", "--loop", "accelerate", "--non-blocking"],
+    "timm": ["tests/scripts/ahead_loops.py", "--loop", "timm"],
+    "prefetcher": ["tests/scripts/ahead_loops.py", "--loop", "prefetcher", "--non-blocking"],
+    "lightning-iterable": ["tests/scripts/lightning_fit.py", "--iterable"],
+}
+
+
+def unit_ms(matmuls: int) -> float:
+    """CUPTI's kernel time of ``matmuls`` chained 2048 x 2048 matmuls, ms (median of 20)."""
+    w = torch.rand(2048, 2048, device="cuda") / 1024
+    for _ in range(3):
+        y = w
+        for _ in range(matmuls):
+            y = y @ w
+    torch.cuda.synchronize()
+    from torch.profiler import ProfilerActivity, profile
+
+    units = []
+    for _ in range(20):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            y = w
+            for _ in range(matmuls):
+                y = y @ w
+            torch.cuda.synchronize()
+        units.append(sum(e.device_time for e in prof.events() if e.device_time > 0) / 1e3)
+    return statistics.median(units)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--matmuls", type=int, default=10)
+    ap.add_argument("--batches", type=int, default=24)
+    args = ap.parse_args()
+    unit = unit_ms(args.matmuls)
+    print(f"one unit ({args.matmuls} matmuls of 2048x2048, fp32), CUPTI kernel time: {unit:.4f} ms")
+    for name, script in LOOPS.items():
+        out = Path(args.out) / name
+        size = (
+            ["--steps", str(args.batches), "--batch-size", "64"]
+            if "lightning" in script[0]
+            else ["--batches", str(args.batches), "--batch-size", "64", "--workers", "2"]
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "profiler",
+            "profile",
+            "--out",
+            str(out),
+            "--no-plots",
+            "--",
+            sys.executable,
+            *script,
+            "--matmuls",
+            str(args.matmuls),
+            *size,
+        ]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        if run.returncode != 0:
+            print(f"{name}: rc {run.returncode}\n{run.stderr[-1500:]}")
+            continue
+        tl = read_timeline(out)
+        rows = tl[tl.copies > 0]
+        own, other = [], []
+        for b, ms in zip(rows.batch, rows.compute_ms):
+            if b < 4:
+                continue
+            k, before = b % 4 + 1, (b - 1) % 4 + 1
+            own.append(ms / (k * unit))
+            other.append(ms / (before * unit))
+        loaders = json.loads((out / "meta.json").read_text()).get("loaders", {})
+        head = next((ln for ln in (out / "diagnosis.md").read_text().splitlines() if ln.startswith("**")), "?")
+        worst = max(own, key=lambda r: abs(r - 1))
+        print(
+            f"{name}: {len(tl)} rows ({len(rows)} with copies), clock {tl.gpu_clock.iloc[-1]}, "
+            f"compute_ms / (k x unit): median {statistics.median(own):.4f}, worst {worst:.4f}; "
+            f"against the batch before's k: median {statistics.median(other):.4f}; "
+            f"{ {s: (v['pattern'], v['row_boundary']) for s, v in loaders.items()} }\n  headline: {head}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Training loops as frameworks run them, each step's time set by its own batch (tests/test_in_flight.py,
+and on a GPU through scripts/gpu_check.sh). Nothing of pinprof in it.
+
+    python tests/scripts/ahead_loops.py --loop accelerate|fetch-ahead|prefetcher|plain|timm
+        [--batches 8] [--batch-size 4] [--unit-ms 15] [--matmuls 0] [--non-blocking] [--workers 0]
+
+Batch b carries k = b % 4 + 1 in every sample (``k``), so a step can read it: it sleeps k x
+``--unit-ms`` on the host, or with ``--matmuls M`` runs k x M matmuls of 2048 x 2048 on the device
+(then ``--unit-ms`` is 0 unless given). Loops:
+
+- ``plain``: fetch, copy, step, as people write by hand;
+- ``accelerate``: Hugging Face Accelerate's ``prepare()``d loader (it copies batch n, fetches n+1,
+  then yields n), ``accelerator.backward``;
+- ``fetch-ahead``: the same order written by hand;
+- ``prefetcher``: a device prefetcher (batch n+1 fetched and copied, on a side stream on CUDA, before
+  step n), as people write for CUDA;
+- ``timm``: timm's ``PrefetchLoader`` on a CUDA device (its default in timm's train.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+FEATURES = 32
+
+
+class Items(Dataset[dict[str, torch.Tensor]]):
+    """``n`` samples of random features, each with its batch's k (batches taken in order)."""
+
+    def __init__(self, n: int, batch_size: int) -> None:
+        self.n, self.batch_size = n, batch_size
+        self.x = torch.rand(n, FEATURES, generator=torch.Generator().manual_seed(0))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[i].clone(), "k": torch.tensor((i // self.batch_size) % 4 + 1)}
+
+
+class Pairs(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """The same samples as (features, k) pairs: timm's loader takes (input, target)."""
+
+    def __init__(self, items: Items) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        d = self.items[i]
+        return d["x"].view(1, FEATURES, 1), d["k"]  # an image's shape: timm normalizes by channel
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--loop", choices=["plain", "accelerate", "fetch-ahead", "prefetcher", "timm"], required=True)
+    p.add_argument("--batches", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--unit-ms", type=float, default=None)
+    p.add_argument("--matmuls", type=int, default=0, help="matmuls of 2048x2048 per unit of k, on the device")
+    p.add_argument("--non-blocking", action="store_true")
+    p.add_argument("--workers", type=int, default=0)
+    args = p.parse_args()
+    unit_ms = args.unit_ms if args.unit_ms is not None else (0.0 if args.matmuls else 15.0)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    items = Items(args.batches * args.batch_size, args.batch_size)
+    pin = dev.type == "cuda"
+    model = nn.Linear(FEATURES, 1).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    weight = torch.rand(2048, 2048, device=dev) / 1024 if args.matmuls else None  # products stay near 1
+
+    def work(k: int, x: torch.Tensor) -> torch.Tensor:
+        if unit_ms:
+            time.sleep(k * unit_ms / 1e3)
+        loss = model(x).sum()
+        if weight is not None:
+            y = weight
+            for _ in range(k * args.matmuls):
+                y = y @ weight
+            loss = loss + y[0, 0] * 0
+        return loss
+
+    def step(batch: dict[str, torch.Tensor]) -> None:
+        loss = work(int(batch["k"][0]), batch["x"])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    def to_dev(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {key: v.to(dev, non_blocking=args.non_blocking) for key, v in batch.items()}
+
+    loader: Any = DataLoader(items, batch_size=args.batch_size, num_workers=args.workers, pin_memory=pin)
+    steps = 0
+    if args.loop == "plain":
+        for batch in loader:
+            step(to_dev(batch))
+            steps += 1
+    elif args.loop == "accelerate":
+        from accelerate import Accelerator
+        from accelerate.utils import DataLoaderConfiguration
+
+        acc = Accelerator(
+            cpu=dev.type == "cpu", dataloader_config=DataLoaderConfiguration(non_blocking=args.non_blocking)
+        )
+        model, opt, loader = acc.prepare(model, opt, loader)
+        for batch in loader:
+            loss = work(int(batch["k"][0]), batch["x"])
+            acc.backward(loss)
+            opt.step()
+            opt.zero_grad()
+            steps += 1
+    elif args.loop == "fetch-ahead":
+        it = iter(loader)
+        cur: dict[str, torch.Tensor] | None = next(it)
+        while cur is not None:
+            cur = to_dev(cur)
+            nxt = next(it, None)
+            step(cur)
+            steps += 1
+            cur = nxt
+    elif args.loop == "prefetcher":
+        for batch in prefetched(loader, to_dev, dev):
+            step(batch)
+            steps += 1
+    else:
+        from timm.data.loader import PrefetchLoader
+
+        pairs: Any = DataLoader(Pairs(items), batch_size=args.batch_size, num_workers=args.workers, pin_memory=pin)
+        for x, k in PrefetchLoader(pairs, mean=(0.0,), std=(1.0,), channels=1, device=dev):
+            loss = work(int(k[0]), x.view(x.shape[0], FEATURES))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            steps += 1
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    print(f"{args.loop}: {steps} steps")
+
+
+def prefetched(loader: Any, to_dev: Any, dev: torch.device) -> Iterator[dict[str, torch.Tensor]]:
+    """Batch n+1 fetched and copied (on a side stream on CUDA) before batch n is handed out."""
+    side = torch.cuda.Stream(dev) if dev.type == "cuda" else None
+    it = iter(loader)
+
+    def ahead() -> dict[str, torch.Tensor] | None:
+        batch = next(it, None)
+        if batch is None:
+            return None
+        if side is None:
+            return to_dev(batch)
+        with torch.cuda.stream(side):
+            return to_dev(batch)
+
+    nxt = ahead()
+    while nxt is not None:
+        if side is not None:
+            torch.cuda.current_stream(dev).wait_stream(side)
+        cur, nxt = nxt, ahead()
+        yield cur
+
+
+if __name__ == "__main__":
+    main()

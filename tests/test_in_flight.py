@@ -1,0 +1,199 @@
+"""A row is a batch (``profiler.capture.in_flight``): ``pinprof profile`` of unmodified loops that fetch
+ahead, each step sleeping a time set by its own batch (k = b % 4 + 1 units), read back per row.
+
+On a CPU machine a batch's ``.to(device)`` goes to the CPU and compute is timed on the host, from
+the batch's handoff to the step that closes its row: so ``compute_ms`` of row b is k_b units, and a
+row holding its neighbour's step would read that neighbour's k instead (one unit or three off).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+
+from profiler.capture import auto_hooks
+from profiler.capture.auto_session import AutoSession
+from profiler.capture.in_flight import Patterns, owner, storages
+from profiler.report.files import read_timeline
+
+HERE = Path(__file__).parent
+SCRIPTS = HERE / "scripts"
+UNIT_MS = 40.0  # steps a unit apart: a row off by one batch reads 40 ms or more off
+BATCH_BYTES = 4 * (32 * 4 + 8)  # batch of 4: float32 features of 32, an int64 k
+
+
+def profile(out: Path, *script: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", "python", *script]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
+
+
+def assert_own_steps(tl: pd.DataFrame, rows: int) -> None:
+    """Each row's compute is its own batch's step: k units, well short of any neighbour's k (the first
+    row, before any step was seen, may hold start-up work as well)."""
+    for b in range(1, rows):
+        k = b % 4 + 1
+        got = float(tl.compute_ms.iloc[b])
+        assert k * UNIT_MS - 1 <= got <= k * UNIT_MS + UNIT_MS / 2, (b, k, got, list(tl.compute_ms.round(1)))
+    assert float(tl.compute_ms.iloc[0]) >= UNIT_MS - 1
+
+
+@pytest.mark.parametrize(
+    ("loop", "pattern", "boundary"),
+    [
+        ("plain", "plain", "next()"),
+        ("accelerate", "fetch-ahead", "optimizer step"),
+        ("fetch-ahead", "fetch-ahead", "optimizer step"),
+        ("prefetcher", "device-prefetch", "optimizer step"),
+        ("timm", "device-prefetch", "optimizer step"),
+    ],
+)
+def test_each_row_holds_its_own_batch_and_step(tmp_path: Path, loop: str, pattern: str, boundary: str) -> None:
+    if loop == "accelerate":
+        pytest.importorskip("accelerate")
+    if loop == "timm":
+        pytest.importorskip("timm")
+    out = tmp_path / "r"
+    run = profile(out, str(SCRIPTS / "ahead_loops.py"), "--loop", loop, "--unit-ms", str(UNIT_MS))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().endswith(f"{loop}: 8 steps")
+    tl = read_timeline(out)
+    assert len(tl) == 8 and list(tl.batch) == list(range(8))
+    assert (tl.bytes == BATCH_BYTES).all() and (tl.copies == 2).all()
+    assert_own_steps(tl, 8)
+    seen = json.loads((out / "meta.json").read_text())["loaders"]
+    (scenario,) = seen
+    assert seen[scenario]["pattern"] == pattern and seen[scenario]["row_boundary"] == boundary
+    if pattern != "plain":
+        assert f"{scenario}: the loop fetches" in run.stderr  # the report says which loop it saw
+        # A row starts where the one before ended: its fetch ran during the step before.
+        assert (tl.batch_start_ms.iloc[1:].to_numpy() == tl.batch_end_ms.iloc[:-1].to_numpy()).all()
+        assert (tl.fetch_start_ms.iloc[1:] < tl.batch_start_ms.iloc[1:]).all()
+
+
+def test_a_lightning_fetcher_one_batch_ahead_gets_a_row_per_batch(tmp_path: Path) -> None:
+    """On a dataset of no length Lightning fetches batch n+1 before it copies batch n; each row still
+    holds one batch's fetch, copies and step. The batch fetched ahead of the last step is never
+    trained on: its row has its fetch and no copy."""
+    pytest.importorskip("lightning")
+    out = tmp_path / "r"
+    script = [str(SCRIPTS / "lightning_fit.py"), "--steps", "8", "--iterable", "--unit-ms", str(UNIT_MS)]
+    run = profile(out, *script)
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert list(tl.copies) == [2] * 8 + [0]
+    assert (tl.bytes.iloc[:8] == 8 * (3 * 8 * 8 * 4 + 8)).all()
+    assert_own_steps(tl, 8)
+    seen = json.loads((out / "meta.json").read_text())["loaders"]["Stream/bs8/w0"]
+    assert seen["pattern"] == "fetch-ahead" and seen["row_boundary"] == "optimizer step"
+
+
+def _loop(order: str, steps: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Six batches of a tiny in-process loop in ``order`` (``plain`` or ``ahead``: batch n+1 fetched
+    before batch n is copied), with an optimizer step per batch or none; the session's timeline."""
+    data = torch.utils.data.TensorDataset(torch.rand(24, 3), torch.arange(24))
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    session = AutoSession("cpu", nvtx=False)
+    auto_hooks.start(session)
+    try:
+        it = iter(torch.utils.data.DataLoader(data, batch_size=4))
+        nxt = next(it, None)
+        while nxt is not None:
+            if order == "plain":  # copy, step, then the next fetch
+                cur = [t.to("cpu") for t in nxt]
+                if steps:
+                    model(cur[0]).sum().backward()
+                    opt.step()
+                nxt = next(it, None)
+            else:  # the next fetch before the copy
+                batch, nxt = nxt, next(it, None)
+                cur = [t.to("cpu") for t in batch]
+                if steps:
+                    model(cur[0]).sum().backward()
+                    opt.step()
+    finally:
+        auto_hooks.stop()
+    assert auto_hooks.failure is None
+    return session.close(), session.patterns.summary()
+
+
+@pytest.mark.parametrize("order", ["plain", "ahead"])
+def test_copies_go_to_the_batch_they_read(order: str) -> None:
+    """Batch n+1 is in flight when batch n is copied: the copy is batch n's, found by its tensors."""
+    tl, seen = _loop(order, steps=True)
+    assert len(tl) == 6 and (tl.copies == 2).all() and (tl.bytes == 4 * (3 * 4 + 8)).all()
+    (summary,) = seen.values()
+    assert summary["pattern"] == ("plain" if order == "plain" else "fetch-ahead")
+
+
+def test_a_loop_with_no_optimizer_keeps_next_as_its_boundary() -> None:
+    """Validation or inference: no step hook fires, rows close at the next() after their batch's,
+    each holding one batch's copies, and each ends where the next batch's fetch starts."""
+    tl, seen = _loop("plain", steps=False)
+    assert len(tl) == 6 and (tl.copies == 2).all()
+    assert (tl.batch_end_ms.iloc[:-1].to_numpy() <= tl.fetch_start_ms.iloc[1:].to_numpy()).all()
+    assert (tl.batch_start_ms == tl.fetch_start_ms).all()
+    (summary,) = seen.values()
+    assert summary["row_boundary"] == "next()" and summary["pattern"] == "plain"
+
+
+def test_owner_looks_newest_first_and_by_elimination() -> None:
+    a, b = torch.rand(3), torch.rand(3)
+    older: dict = {}  # arrived alone: its tensors were not read
+    newer = {"_ptrs": storages({"x": b})}
+    assert owner([older, newer], b) == 1
+    assert owner([older, newer], a) == 0  # not the newer's: the one not read
+    reused = {"_ptrs": storages([a])}  # a freed batch's address taken by the next one: newest wins
+    assert owner([{"_ptrs": storages([a])}, reused], a) == 1
+    assert owner([{}, {}, newer], a) == 2  # two unread candidates: the newest, as a plain loop's
+    assert owner([older, newer], torch.rand(3).to_sparse()) == 1  # no storage to trace
+
+
+def test_patterns_take_the_most_seen() -> None:
+    p = Patterns()
+    for _ in range(5):
+        p.saw("train", "fetch-ahead")
+        p.row("train", "optimizer step")
+    p.saw("train", "plain")  # the loader's last batch closes at the next next()
+    p.row("train", "next()")
+    assert p.summary() == {
+        "train": {
+            "pattern": "fetch-ahead",
+            "row_boundary": "optimizer step",
+            "rows_closed_at": {"optimizer step": 5, "next()": 1},
+        }
+    }
+    assert p.pattern("val") == "plain" and p.boundary("val") == "next()"
+
+
+def test_a_batch_with_a_sparse_tensor_is_recorded_and_profiling_goes_on() -> None:
+    """A sparse tensor has no plain storage to trace its batch by: it must not stop profiling."""
+
+    class Rows(torch.utils.data.Dataset[torch.Tensor]):
+        def __len__(self) -> int:
+            return 16
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            return torch.rand(4, generator=torch.Generator().manual_seed(i))
+
+    def collate(xs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.stack(xs)
+        return x, x.to_sparse()
+
+    session = AutoSession("cpu", nvtx=False)
+    auto_hooks.start(session)
+    try:
+        for x, sparse in torch.utils.data.DataLoader(Rows(), batch_size=4, collate_fn=collate):
+            x.to("cpu"), sparse.to("cpu")
+    finally:
+        auto_hooks.stop()
+    assert auto_hooks.failure is None
+    tl = session.close()
+    assert len(tl) == 4 and (tl.copies == 2).all()
