@@ -197,3 +197,34 @@ def test_a_batch_with_a_sparse_tensor_is_recorded_and_profiling_goes_on() -> Non
     assert auto_hooks.failure is None
     tl = session.close()
     assert len(tl) == 4 and (tl.copies == 2).all()
+
+
+# Recorded on the H200 (tests/data/h200_rows): scripts/rows_check.py with PINPROF_BACKEND=cupti.
+DATA = HERE / "data" / "h200_rows"
+
+
+@pytest.mark.parametrize(("loop", "pattern"), [("accelerate", "fetch-ahead"), ("timm", "device-prefetch")])
+def test_recorded_rows_follow_their_own_batch(loop: str, pattern: str) -> None:
+    """Each step ran k x 10 matmuls, k read from its batch: per row, compute_ms / k is one unit."""
+    tl = read_timeline(DATA / loop)
+    assert (tl.loop == pattern).all() and (tl.framework == loop).all()
+    steady = tl[tl.batch >= 4]
+    per_unit = steady.compute_ms / (steady.batch % 4 + 1)
+    assert ((per_unit / per_unit.median() - 1).abs() < 0.02).all(), list(per_unit.round(3))
+
+
+def test_recorded_remedies_are_in_the_loops_own_words() -> None:
+    """Accelerate's blocking copy held the host 6 ms behind the step before, the GPU idle 0.2 ms of
+    it: the change is Accelerate's own switch, worth the idle time; timm's loop prefetches already,
+    so no change says prefetch."""
+    from profiler.analysis.diagnose import diagnose
+    from profiler.analysis.findings import InputBound, Verdict
+
+    (acc,) = diagnose(read_timeline(DATA / "accelerate"), None, None)
+    assert acc.headline.bound is InputBound.NOT
+    changes = [c for f in acc.findings for c in f.changes]
+    assert changes and all("DataLoaderConfiguration(non_blocking=True)" in c.what for c in changes)
+    assert all(c.gain_ms < 1.0 for c in changes)  # not the 6 ms the host was blocked
+    assert Verdict.HOST_BLOCKED in [f.verdict for f in acc.findings]
+    (timm,) = diagnose(read_timeline(DATA / "timm"), None, None)
+    assert not [c for f in timm.findings for c in f.changes if "prefetch" in c.what]

@@ -125,7 +125,11 @@ HOST_BLOCKED = Rule(
     ),
     lambda c: (
         f"the host is blocked {fmt(c.wait)} in the copy call for a {fmt(c.h2d)} copy; "
-        f"only {fmt(c.m['overlap'])} of it overlaps other work."
+        + (
+            f"the GPU idles {fmt(c.copy_exposed)} of it (the rest is the step before, still running)."
+            if c.copy_exposed < c.wait
+            else f"only {fmt(c.m['overlap'])} of it overlaps other work."
+        )
     ),
     lambda c: [
         *(  # only CPU work between the copy and its use can hide it in pinned_nb
@@ -133,14 +137,14 @@ HOST_BLOCKED = Rule(
                 Change(
                     "copy with non_blocking=True on a side stream and do the CPU work before using the batch "
                     "(mode pinned_nb)",
-                    min(c.wait, c.cpu),
+                    min(c.copy_exposed, c.cpu),
                     {"mode": "pinned_nb"},
                 )
             ]
             if c.cpu > 0 and c.framework != "accelerate"
             else []
         ),
-        *_ahead(c, c.wait),
+        *_ahead(c, c.copy_exposed),
     ],
 )
 
