@@ -12,7 +12,11 @@ synchronize, while the loader's workers and pin thread go on, as a session's clo
 ``bench_profile_overhead.py`` does (``forced``: ``TransferProfiler.timeline()``'s flush; ``plain``: the
 unforced flush the journal used to make).
 
-    python scripts/cupti_late_start.py --before 3 --after 20 [--flush-mid forced] [--watchdog 45]
+``--toggle N`` hands CUPTI over and takes it back (``CuptiRecorder.release`` then ``resume``, as a
+torch.profiler started mid-run makes it, and as the bench does between its blocks) after every
+``N``-th step, with the loader going on.
+
+    python scripts/cupti_late_start.py --before 3 --after 20 [--flush-mid forced] [--toggle 2] [--watchdog 45]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ def main() -> None:
     ap.add_argument(
         "--flush-mid", choices=("none", "forced", "plain"), default="none", help="a flush halfway (default none)"
     )
+    ap.add_argument("--toggle", type=int, default=0, help="release and resume after every N-th step (0: never)")
     ap.add_argument("--watchdog", type=float, default=45, help="seconds before a hung process exits (default 45)")
     args = ap.parse_args()
     faulthandler.dump_traceback_later(args.watchdog, exit=True)
@@ -61,6 +66,11 @@ def main() -> None:
             torch.cuda.synchronize()
             rec.lib.call("cuptiActivityFlushAll", FLUSH_FORCED if args.flush_mid == "forced" else 0)
             print(f"flushed ({args.flush_mid}) after step {k}", flush=True)
+        if rec is not None and args.toggle and (k + 1) % args.toggle == 0:
+            rec.release("cupti_late_start: a toggle")
+            print(f"released after step {k}", flush=True)
+            step(model, opt, *next(it))  # a step with the records off, as the bench's bare block
+            print(f"resumed: {rec.resume()}", flush=True)
     torch.cuda.synchronize()
     if rec is not None:
         rec.collect(force=True)

@@ -76,6 +76,10 @@ log="$OUT/gpu_check.log"
       cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done
                   for f in forced plain; do timeout 60 python3 scripts/cupti_late_start.py --before 3 --after 30 \
                     --flush-mid $f --workers 12 --watchdog 45; done ;;
+      # Handing CUPTI over and taking it back with the loader running (the bench's blocks do; so does
+      # a torch.profiler started mid-run), after each 2nd step, then after each 5th.
+      cupti-toggle) for t in 2 5; do timeout 80 python3 scripts/cupti_late_start.py --before 3 --after 30 \
+                      --toggle $t --workers 12 --watchdog 60; done ;;
       # Whose step each row holds (issue: a row is a batch): Accelerate, timm, Lightning on an iterable
       # dataset, a prefetcher, each step k x M matmuls set by its batch, against CUPTI's unit.
       rows) timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
