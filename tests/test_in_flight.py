@@ -228,3 +228,9 @@ def test_recorded_remedies_are_in_the_loops_own_words() -> None:
     assert Verdict.HOST_BLOCKED in [f.verdict for f in acc.findings]
     (timm,) = diagnose(read_timeline(DATA / "timm"), None, None)
     assert not [c for f in timm.findings for c in f.changes if "prefetch" in c.what]
+    # The report says what loop it read: diagnosis.md under the headline.
+    from profiler.render.markdown import diagnosis_text
+
+    text = diagnosis_text([acc, timm])
+    assert "Loop: the loop (accelerate) fetches each batch before the step of the one before" in text
+    assert "Loop: the loop (timm) fetches and copies each batch to the device before the step" in text

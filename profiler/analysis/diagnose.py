@@ -21,6 +21,7 @@ from profiler.analysis.findings import Diagnosis, Headline, InputBound, Verdict
 from profiler.analysis.headline import headline
 from profiler.analysis.rates import pinned_rate_GBps
 from profiler.analysis.rules import MIN_BATCHES, Case, run_rules, too_few
+from profiler.analysis.rules.base import case_text
 from profiler.timeline.schema import CONFIG
 
 # Medians the rules read: <name>_ms columns, then counts.
@@ -87,5 +88,6 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
             case = Case(m, cfg, cores)
             findings, head = run_rules(case), headline(case)
         findings.sort(key=lambda f: (-f.gain_ms, list(Verdict).index(f.verdict)))
-        out.append(Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings, head, medians))
+        loop, framework = case_text(cfg, "loop"), case_text(cfg, "framework")
+        out.append(Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings, head, medians, loop, framework))
     return out

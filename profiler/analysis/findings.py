@@ -86,6 +86,21 @@ class Diagnosis:
     findings: list[Finding]
     headline: Headline = field(default_factory=lambda: Headline(InputBound.UNKNOWN, float("nan"), ""))
     medians: dict[str, float] = field(default_factory=dict)
+    loop: str = ""  # what pinprof profile saw the loop do: plain, fetch-ahead, device-prefetch
+    framework: str = ""  # whose code fetched the batches (accelerate, timm, lightning), if not the script's
+
+    @property
+    def loop_line(self) -> str:
+        """One sentence on the loop pattern, for a loop that fetches ahead ("" otherwise)."""
+        if self.loop not in ("fetch-ahead", "device-prefetch"):
+            return ""
+        by = f" ({self.framework})" if self.framework else ""
+        what = (
+            "fetches each batch before the step of the one before"
+            if self.loop == "fetch-ahead"
+            else "fetches and copies each batch to the device before the step of the one before"
+        )
+        return f"the loop{by} {what}: each row is one batch, with the step that trained on it"
 
     @property
     def verdict(self) -> Verdict:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from types import FrameType
 from typing import Any
 
 import pandas as pd
@@ -73,7 +74,7 @@ def calling_framework() -> str | None:
     """The framework whose code called the loader's ``next()`` (the hooks' callers, a few frames up):
     its remedies name its own switches (Accelerate's ``DataLoaderConfiguration``). None for a loop
     of the script's own."""
-    frame = sys._getframe(3)
+    frame: FrameType | None = sys._getframe(3)
     for _ in range(6):
         if frame is None:
             break

@@ -77,6 +77,9 @@ def diagnosis_text(
         if d.headline.text:
             lines.append(f"**Headline**: {md(d.headline.text)}.")
             lines.append("")
+        if d.loop_line:
+            lines.append(f"Loop: {md(d.loop_line)}.")
+            lines.append("")
         if not d.findings:
             lines.append("- no bottleneck rule fired: the phases are balanced.")
         # ranked by expected saving (diagnose), largest first

@@ -31,7 +31,8 @@ def _flag(cfg: pd.Series, key: str) -> bool | None:
     return None if value is None or pd.isna(value) else bool(value)
 
 
-def _text(cfg: pd.Series, key: str) -> str:
+def case_text(cfg: pd.Series, key: str) -> str:
+    """A text setting of the scenario, \"\" where it is missing."""
     value = cfg.get(key)
     return "" if value is None or pd.isna(value) or value in ("nan", "<NA>") else str(value)
 
@@ -61,7 +62,7 @@ class Case:
         self.non_blocking = bool(_flag(cfg, "non_blocking"))
         self.workers = _int(cfg, "num_workers")
         self.prefetch_factor = _int(cfg, "prefetch_factor")
-        self.loop, self.framework = _text(cfg, "loop"), _text(cfg, "framework")
+        self.loop, self.framework = case_text(cfg, "loop"), case_text(cfg, "framework")
         self.consumer = self.batch - self.fetch  # the loop's own time per batch, loader wait excluded
         self.wait, self.h2d, self.rate = spent(m, "wait"), m["h2d"], m["pinned_GBps"]
         rate = self.rate
