@@ -30,6 +30,7 @@ _PUBLIC = {
     "TransferProfiler": "profiler.capture.profiler",
     "PinprofCallback": "profiler.capture.lightning",
     "PinnedStager": "profiler.capture.staging",
+    "prefetch": "profiler.capture.device_prefetch",
     "to_device_staged": "profiler.capture.staging",
     "MODES": "profiler.modes",
     "Mode": "profiler.modes",
@@ -42,6 +43,7 @@ _PUBLIC = {
 __all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:  # the names __getattr__ loads, for type checkers
+    from profiler.capture.device_prefetch import prefetch
     from profiler.capture.lightning import PinprofCallback
     from profiler.capture.profiler import TransferProfiler
     from profiler.capture.staging import PinnedStager, to_device_staged

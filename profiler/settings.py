@@ -12,6 +12,8 @@
 | ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | with ``cupti``: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
 | ``PINPROF_CUPTI_LATENCY`` | on | with ``cupti``: ``0`` leaves out kernels' launch times (for finding what hangs) |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
+| ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
+| ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
 | ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``, from a thread of pinprof's own (``profiler.capture.rows.JournalWriter``) |
 
 Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
@@ -48,6 +50,8 @@ class Settings:
     backend: str
     cupti_flush_ms: int  # CUPTI's own flush period; 0: none
     cupti_latency: bool  # kernels' launch times in CUPTI's records
+    tune: str  # PINPROF_TUNE: a trial's changes, JSON ("" outside pinprof tune)
+    tune_stop: int  # PINPROF_TUNE_STOP: batches after which the trial stops; 0: never
     rank: int
     local_rank: int
     world_size: int
@@ -91,6 +95,19 @@ def _millis(env: Mapping[str, str], name: str, default: int) -> int:
         from profiler.errors import UsageError
 
         raise UsageError(f"${name}={text!r}: give whole milliseconds, 0 or more (default {default})")
+    return value
+
+
+def _count(env: Mapping[str, str], name: str) -> int:
+    text = env.get(name, "").strip()
+    try:
+        value = int(text) if text else 0
+    except ValueError:
+        value = -1
+    if value < 0:
+        from profiler.errors import UsageError
+
+        raise UsageError(f"${name}={text!r}: give a whole number of batches, 0 or more (0: no limit)")
     return value
 
 
@@ -138,6 +155,8 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         flush_fixed=bool(env.get("PINPROF_FLUSH_S", "").strip()),
         backend=_backend(env),
         cupti_flush_ms=_millis(env, "PINPROF_CUPTI_FLUSH_MS", 500),
+        tune=env.get("PINPROF_TUNE", "").strip(),
+        tune_stop=_count(env, "PINPROF_TUNE_STOP"),
         cupti_latency=env.get("PINPROF_CUPTI_LATENCY", "").strip() != "0",
         rank=rank,
         local_rank=local_rank,

@@ -30,14 +30,17 @@ import pandas as pd
 
 from profiler.capture import auto_hooks
 from profiler.capture.auto_report import write_session_report
-from profiler.capture.auto_session import AutoSession
+from profiler.capture.auto_session import AutoSession, TrialDone
 from profiler.capture.devices import rank_info
+from profiler.capture.knobs import Knobs
+from profiler.capture.knobs import apply as apply_knobs
 from profiler.capture.saving import claim_out, report_folder
 from profiler.errors import UsageError
 from profiler.report import files, meta
 from profiler.report.claim import release
 from profiler.report.journal import Journal
 from profiler.report.signals import Terminated, install_sigterm, restore_sigterm
+from profiler.settings import current
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,8 @@ def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None,
     except SystemExit as err:
         code = _exit_code(err)
         return code, (None if code == 0 else "SystemExit"), None
+    except TrialDone:  # pinprof tune's trial has its batches: a stop, not an interruption
+        return 0, None, None
     except KeyboardInterrupt:
         return 130, "KeyboardInterrupt", None
     except Terminated:
@@ -200,6 +205,8 @@ def profile(
         # partial until the end rewrites it: a program killed (SIGKILL, OOM) leaves a report that says so
         started = meta.collect({}, ["pinprof", "profile", "--", *target.argv], **ranks)
         files.write_json({**started, "partial": True, "status": "running"}, folder / files.META)
+        trial = current()  # set by pinprof tune for a trial (profiler.capture.knobs)
+        knobs = Knobs.from_json(trial.tune)
         session = AutoSession(
             device,
             skip=skip,
@@ -207,8 +214,14 @@ def profile(
             nvtx=nvtx,
             run=out.name,
             journal=Journal(folder / files.TIMELINE),
+            stop_after=trial.tune_stop or None,
+            force_non_blocking=bool(knobs.non_blocking),
         )
-        code, why, error = run_profiled(target, session)
+        undo = apply_knobs(knobs, session.device)
+        try:
+            code, why, error = run_profiled(target, session)
+        finally:
+            undo()
         try:
             write_session_report(
                 session,

@@ -224,6 +224,10 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     if device is None or device.type != s.device_type:  # type: ignore[union-attr]
         return original(self, *args, **kwargs)
     extra = bool(_fmt is not None and _fmt != torch.preserve_format) or bool(kwargs.get("copy"))
+    if s.force_non_blocking and not non_blocking and not extra and s.cuda and self.is_pinned():  # type: ignore[union-attr]
+        # pinprof tune's trial of non_blocking=True (profiler.capture.knobs): the same copy, asked so
+        forced = lambda: original(self, device, _dtype, non_blocking=True)  # noqa: E731
+        return _copy(s, self, device, _dtype, False, True, forced, t0)  # type: ignore[arg-type]
     return _copy(s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)  # type: ignore[arg-type]
 
 
@@ -238,6 +242,9 @@ def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         None if device is None else torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
     )
     extra = "memory_format" in kwargs or len(args) > 2
+    if s.force_non_blocking and not non_blocking and not extra and self.is_pinned():  # type: ignore[union-attr]
+        # pinprof tune's trial of non_blocking=True (profiler.capture.knobs)
+        return _copy(s, self, device, None, False, True, lambda: original(self, device, non_blocking=True), t0)  # type: ignore[arg-type]
     return _copy(s, self, device, None, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)  # type: ignore[arg-type]
 
 

@@ -55,6 +55,11 @@ from profiler.report.journal import Journal
 from profiler.timeline.schema import concat
 
 
+class TrialDone(BaseException):  # a stop, not an error: what the trial came for is recorded
+    """Raised from a loader's ``next()`` once a ``pinprof tune`` trial has its batches: the script
+    stops there (a BaseException, so the script's own ``except Exception`` lets it through)."""
+
+
 def iterator_config(it: Any) -> dict[str, Any]:
     """The loader settings a DataLoader iterator carries (the configuration columns)."""
     sampler = getattr(it, "_index_sampler", None)
@@ -105,8 +110,13 @@ class AutoSession:
         journal: Journal | None = None,
         flush: rows.FlushClock | None = None,
         gate: bool = True,
+        stop_after: int | None = None,
+        force_non_blocking: bool = False,
     ) -> None:
         self.device = resolve_device(device)
+        # pinprof tune (profiler.capture.knobs): the trial ends after ``stop_after`` rows, and a copy
+        # of a pinned tensor is made non_blocking
+        self.stop_after, self.force_non_blocking = stop_after, force_non_blocking
         self.device_type = self.device.type  # read once: torch.device.type costs about 0.5 us a read
         self.cuda = self.device_type == "cuda"
         self.skip, self.limit, self.nvtx, self.run, self.gate = skip or 0, limit, nvtx, run, gate
@@ -170,6 +180,8 @@ class AutoSession:
         """Before the loader's real ``__next__``: rows close where this ``next()`` ends them, this
         loader's next batch starts (None once ``limit`` batches of it were recorded)."""
         self._at_next(now_ms())
+        if self.stop_after is not None and self.batches >= self.stop_after:
+            raise TrialDone(f"{self.batches} batches recorded")
         self._fetched_since_step = True
         prof = self.profiler_for(it)
         prof._new_epoch(it)

@@ -1,6 +1,6 @@
 """Command line: ``pinprof VERB ...`` (also ``python -m profiler VERB ...``), one module per verb.
 
-Holds: the verbs (``profile``, ``run``, ``nsys``, ``nsys_import``, ``nsys_compare``, ``diagnose``, ``compare``, ``plot``,
+Holds: the verbs (``profile``, ``tune``, ``run``, ``nsys``, ``nsys_import``, ``nsys_compare``, ``diagnose``, ``compare``, ``plot``,
 ``trace``, ``bandwidth``, ``merge``), each ``add(sub)`` and ``run(args, argv) -> int``
 (``profiler.cli.args.Verb``), and ``main``. May import every other subpackage, but only inside a
 verb's ``run``, so that ``--help`` and the reading verbs start without torch.
@@ -20,12 +20,26 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from profiler._version import __version__
-from profiler.cli import bandwidth, compare, diagnose, merge, nsys, nsys_compare, nsys_import, plot, profile, run, trace
+from profiler.cli import (
+    bandwidth,
+    compare,
+    diagnose,
+    merge,
+    nsys,
+    nsys_compare,
+    nsys_import,
+    plot,
+    profile,
+    run,
+    trace,
+    tune,
+)
 from profiler.cli.args import Verb
 from profiler.errors import PinprofError
 
 VERBS: tuple[Verb, ...] = (
     profile,
+    tune,
     run,
     nsys,
     nsys_import,

@@ -1,0 +1,55 @@
+"""``pinprof tune [--steps N] [--budget-s S] [--only KNOBS] [--out DIR] -- python train.py ARGS``: try
+the input pipeline's fixes on the unmodified script and measure what each buys (``profiler.bench.tune``)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from profiler.cli.args import Subparsers, nonneg_int, positive_int
+
+
+def add(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="run your script as it is and with each input-pipeline fix, and measure what each one buys",
+        description="pinprof tune [options] -- [python] train.py ARGS: short runs of the unmodified script, "
+        "each a process with one change applied through pinprof's hooks (DataLoader num_workers, "
+        "pin_memory, prefetch_factor; non_blocking copies; a device prefetcher), the script as it is "
+        "between them; a table of speedups with 95%% intervals and the winner, as code to write.",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="folder of the table and the runs (default reports/tune-<script>-<time>)"
+    )
+    p.add_argument("--steps", type=positive_int("--steps"), default=30, help="batches measured a run (default 30)")
+    p.add_argument(
+        "--warmup", type=nonneg_int("--warmup"), default=5, help="batches left out at a run's start (default 5)"
+    )
+    p.add_argument("--budget-s", type=float, default=900.0, help="seconds for all the runs (default 900)")
+    p.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated knobs to try: num_workers,pin_memory,prefetch_factor,non_blocking,prefetcher (default all)",
+    )
+    p.add_argument("--device", default=None, help="the device the copies go to (default: cuda if available)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program, as you would run it")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from profiler.bench.tune import tune
+    from profiler.errors import UsageError
+
+    if not args.budget_s > 0:
+        raise UsageError(f"--budget-s {args.budget_s}: give seconds, more than 0 (default 900)")
+    only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
+    return tune(
+        args.command,
+        args.out,
+        steps=args.steps,
+        warmup=args.warmup,
+        budget_s=args.budget_s,
+        only=only,
+        device=args.device,
+    )

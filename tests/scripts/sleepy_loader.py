@@ -1,0 +1,40 @@
+"""A loop whose dataset waits 4 ms an item (as a slow disk or decode would), with no workers: more
+workers make it faster, which ``pinprof tune`` must find (tests/test_tune.py). Nothing of pinprof in it.
+
+    python tests/scripts/sleepy_loader.py [--epochs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Sleepy(Dataset[torch.Tensor]):
+    def __len__(self) -> int:
+        return 400
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        time.sleep(0.004)
+        return torch.rand(8, generator=torch.Generator().manual_seed(i))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=2)
+    args = p.parse_args()
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(args.epochs):
+        for x in DataLoader(Sleepy(), batch_size=4, num_workers=0):
+            model(x.to("cpu")).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    print("done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""``pinprof tune``: the trials' judgement on recorded runs, the knobs in a process, the prefetcher on a
+CPU, and a whole tune of a script whose loader waits (``tests/scripts/sleepy_loader.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from profiler.analysis.tune import Run, judge, noise, steady_steps, winner
+from profiler.capture.knobs import Knobs, apply
+from profiler.errors import UsageError
+from profiler.report.files import read_timeline
+
+HERE = Path(__file__).parent
+RECORDED = HERE / "data" / "cpu_tune"
+
+
+def _recorded() -> list[Run]:
+    runs = []
+    for order, folder in enumerate(sorted(p for p in RECORDED.iterdir() if p.is_dir())):
+        changes = {} if folder.name.endswith("baseline") else {"num_workers": 2}
+        runs.append(Run(folder.name[3:], changes, order, steady_steps(read_timeline(folder))))
+    return runs
+
+
+def test_recorded_runs_judge_more_workers_faster_and_say_by_how_much() -> None:
+    runs = _recorded()
+    assert [r.name for r in runs] == ["baseline", "num_workers=2", "baseline"]
+    table = judge(runs)
+    best = winner(table)
+    assert best is not None and best.trial == "num_workers=2" and best.verdict == "faster"
+    assert 1 < best.speedup_lo < best.speedup < best.speedup_hi
+    base = [np.mean(r.steps_ms) for r in runs if r.baseline]
+    assert best.ref_ms == pytest.approx(np.mean(base))  # the mean of the runs before and after
+    assert best.saving_ms == pytest.approx(best.ref_ms - np.mean(runs[1].steps_ms))
+    # what the H200-free run wrote is what the judgement gives now
+    written = pd.read_csv(RECORDED / "tune.csv")
+    assert written.speedup.iloc[1] == pytest.approx(best.speedup)
+
+
+def _run(name: str, order: int, mean: float, sd: float, n: int = 30, seed: int = 0) -> Run:
+    rng = np.random.default_rng(seed + order)
+    changes = {} if name == "baseline" else {"num_workers": order}
+    return Run(name, changes, order, rng.normal(mean, sd, n))
+
+
+def test_an_interval_that_holds_one_is_no_measurable_difference() -> None:
+    runs = [_run("baseline", 0, 10, 0.5), _run("same", 1, 10, 0.5), _run("baseline", 2, 10, 0.5)]
+    table = judge(runs)
+    assert table.verdict.iloc[1] == "no measurable difference"
+    assert table.speedup_lo.iloc[1] < 1 < table.speedup_hi.iloc[1]
+    assert winner(table) is None
+
+
+def test_run_to_run_noise_widens_the_interval() -> None:
+    """Baselines 20% apart from run to run: a 10% faster trial is not measurably faster, though its
+    own batches alone would say so."""
+    quiet = [_run("baseline", 0, 10, 0.1), _run("t", 1, 9, 0.1), _run("baseline", 2, 10, 0.1)]
+    noisy = [_run("baseline", 0, 9, 0.1), _run("t", 1, 9, 0.1), _run("baseline", 2, 11.5, 0.1)]
+    assert judge(quiet).verdict.iloc[1] == "faster"
+    assert noise(noisy) > 0.15
+    assert judge(noisy).verdict.iloc[1] == "no measurable difference"
+
+
+def test_a_slower_trial_and_a_failed_one() -> None:
+    runs = [_run("baseline", 0, 10, 0.2), _run("slow", 1, 13, 0.2), _run("baseline", 2, 10, 0.2)]
+    runs.append(Run("broken", {"pin_memory": True}, 3, np.empty(0), "exit status 1: RuntimeError: boom"))
+    table = judge(runs)
+    assert table.verdict.iloc[1] == "slower" and table.speedup_hi.iloc[1] < 1
+    assert table.verdict.iloc[3] == "failed: exit status 1: RuntimeError: boom"
+
+
+def test_knobs_reach_every_dataloader_the_script_builds() -> None:
+    data = TensorDataset(torch.arange(8.0))
+    undo = apply(Knobs(num_workers=0, pin_memory=False, prefetch_factor=4, persistent_workers=True), "cpu")
+    try:
+        loader = DataLoader(data, batch_size=2, num_workers=0, prefetch_factor=None)
+        assert loader.num_workers == 0 and loader.prefetch_factor is None  # refused without workers: left out
+    finally:
+        undo()
+    undo = apply(Knobs(num_workers=1, prefetch_factor=4), "cpu")
+    try:
+        loader = DataLoader(data, 2)  # positional batch_size, as scripts write it
+        assert loader.num_workers == 1 and loader.prefetch_factor == 4 and loader.batch_size == 2
+    finally:
+        undo()
+    assert DataLoader(data).num_workers == 0  # undone
+
+
+def test_knobs_from_the_environment_name_a_bad_value() -> None:
+    assert Knobs.from_json('{"num_workers": 4}') == Knobs(num_workers=4)
+    with pytest.raises(UsageError, match="not a JSON object"):
+        Knobs.from_json("{num_workers: 4")
+    with pytest.raises(UsageError, match="expected a JSON object of"):
+        Knobs.from_json('{"workers": 4}')
+
+
+@dataclasses.dataclass
+class Sample:
+    image: torch.Tensor
+    meta: dict
+    name: str
+
+
+def test_the_prefetcher_hands_out_every_batch_with_its_structure() -> None:
+    from profiler import prefetch
+
+    batches: list[dict[str, Any]] = [
+        {"x": torch.full((2, 3), float(i)), "pair": (torch.arange(3) + i, [torch.ones(1) * i]), "id": i}
+        for i in range(5)
+    ]
+    got = list(prefetch(batches, "cpu"))
+    assert len(got) == 5
+    for i, b in enumerate(got):
+        assert b["id"] == i and torch.equal(b["x"], batches[i]["x"])
+        assert torch.equal(b["pair"][0], torch.arange(3) + i) and isinstance(b["pair"][1], list)
+    sample = Sample(torch.rand(2, 2)[:, :1], {"k": torch.tensor(3)}, "a")  # a non-dense view, a dataclass
+    (out,) = list(prefetch([sample], "cpu"))
+    assert isinstance(out, Sample) and out.name == "a" and torch.equal(out.image, sample.image)
+
+
+def test_the_prefetchers_loader_error_reaches_the_loop_at_its_batch() -> None:
+    from profiler import prefetch
+
+    def loader():
+        yield from (torch.tensor(i) for i in range(3))
+        raise ValueError("batch 3 is corrupt")
+
+    seen = []
+    with pytest.raises(ValueError, match="batch 3 is corrupt"):
+        for b in prefetch(loader(), "cpu"):
+            seen.append(int(b))
+    assert seen == [0, 1, 2]
+
+
+def test_tune_of_a_loop_whose_loader_waits_picks_more_workers(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(tmp_path / "t"), "--steps", "15", "--warmup", "3"]
+    cmd += ["--", "python", str(HERE / "scripts" / "sleepy_loader.py")]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "winner: num_workers=2," in run.stderr and "in code: DataLoader(..., num_workers=2)" in run.stderr
+    table = pd.read_csv(tmp_path / "t" / "tune.csv")
+    assert list(table.trial) == ["baseline", "num_workers=2", "baseline"]
+    assert table.verdict.iloc[1] == "faster" and table.speedup_lo.iloc[1] > 1.3
+    assert (tmp_path / "t" / "tune.md").read_text().count("num_workers=2") >= 2
+    assert table.predicted_ms.notna().iloc[1]  # the diagnosis' prediction beside the measured saving
+
+
+def test_tune_names_a_bad_knob(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "profiler",
+        "tune",
+        "--only",
+        "workers",
+        "--",
+        "python",
+        str(HERE / "scripts" / "sleepy_loader.py"),
+    ]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2
+    assert "--only workers: unknown workers; choose from num_workers,pin_memory" in run.stderr
