@@ -170,3 +170,34 @@ def test_tune_names_a_bad_knob(tmp_path: Path) -> None:
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert run.returncode == 2
     assert "--only workers: unknown workers; choose from num_workers,pin_memory" in run.stderr
+
+
+def test_ctrl_c_keeps_the_runs_finished(tmp_path: Path) -> None:
+    """SIGINT once the first run is written: tune stops the run in progress and writes the table of
+    the runs finished (exit 130)."""
+    import signal
+    import time
+
+    from conftest import sigint_as_at_a_terminal
+
+    out = tmp_path / "t"
+    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(out), "--steps", "15", "--warmup", "3"]
+    cmd += ["--", "python", str(HERE / "scripts" / "sleepy_loader.py")]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE.parent,
+        preexec_fn=sigint_as_at_a_terminal,
+    )
+    deadline = time.monotonic() + 120
+    while not (out / "trials" / "01-num_workers=2").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    table = pd.read_csv(out / "tune.csv")
+    assert list(table.trial) == ["baseline"]  # the run finished before the signal
+    assert "interrupted after 1 runs" in (out / "tune.md").read_text()
