@@ -94,6 +94,25 @@ def test_a_lightning_fetcher_one_batch_ahead_gets_a_row_per_batch(tmp_path: Path
     assert seen["pattern"] == "fetch-ahead" and seen["row_boundary"] == "optimizer step"
 
 
+def test_the_lightning_callback_gets_the_same_rows(tmp_path: Path) -> None:
+    """``PinprofCallback`` in the script instead of ``pinprof profile``: the same hooks, the same rows."""
+    pytest.importorskip("lightning")
+    out = tmp_path / "cb"
+    script = [str(SCRIPTS / "lightning_fit.py"), "--steps", "8", "--iterable", "--unit-ms", str(UNIT_MS)]
+    run = subprocess.run(
+        [sys.executable, *script, "--callback-out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=HERE.parent,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert list(tl.copies) == [2] * 8 + [0]
+    assert_own_steps(tl, 8)
+    assert json.loads((out / "meta.json").read_text())["loaders"]["Stream/bs8/w0"]["pattern"] == "fetch-ahead"
+
+
 def _loop(order: str, steps: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Six batches of a tiny in-process loop in ``order`` (``plain`` or ``ahead``: batch n+1 fetched
     before batch n is copied), with an optimizer step per batch or none; the session's timeline."""

@@ -181,7 +181,7 @@ def _copy(
     (``AutoSession.copy_pinned``), else the user's ``call`` timed around; if pinprof fails on the
     way, the user's call runs instead, once. ``t0``: when the hook was entered (``perf_counter_ns``).
     pinprof's own copy stands for the user's: it counts as the copy, not as pinprof's time."""
-    if not aimed and len(s.flight) > 1:  # batches in flight: the copy is the batch's whose tensor it reads
+    if not aimed and len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[index]  # the copy is its tensor's batch's
         return _aimed(s, src, call, lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True))
     try:
         own = non_blocking and s.takes_over(src, device, dtype, extra)
@@ -255,7 +255,7 @@ def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
     t0 = perf_counter_ns()
     non_blocking = kwargs.get("non_blocking", args[0] if args else False)
     alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
-    if len(s.flight) > 1:  # type: ignore[union-attr]  # batches in flight: the copy is its source's batch's
+    if len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[union-attr,index]  # the copy is its source's batch's
         call = lambda: original(self, src, *args, **kwargs)  # noqa: E731
         return _aimed(s, src, call, lambda: _timed_copy(s, src, bool(non_blocking), call, alt, t0))  # type: ignore[arg-type]
     return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs), alt, t0)  # type: ignore[arg-type,union-attr]

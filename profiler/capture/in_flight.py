@@ -27,6 +27,7 @@ import torch
 from profiler.capture.batch_tree import iter_tensors, storage_of
 
 PLAIN, FETCH_AHEAD, DEVICE_PREFETCH = "plain", "fetch-ahead", "device-prefetch"
+LOOKS = 64  # batches of a loader whose tensors are read while another is in flight (AutoSession.arrived)
 BY_NEXT, BY_STEP = "next()", "optimizer step"
 
 
