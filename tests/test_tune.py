@@ -143,7 +143,7 @@ def test_the_prefetchers_loader_error_reaches_the_loop_at_its_batch() -> None:
 
 
 def test_tune_of_a_loop_whose_loader_waits_picks_more_workers(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(tmp_path / "t"), "--steps", "15", "--warmup", "3"]
+    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(tmp_path / "t"), "--steps", "15", "--skip", "3"]
     cmd += ["--", "python", str(HERE / "scripts" / "sleepy_loader.py")]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -181,7 +181,7 @@ def test_ctrl_c_keeps_the_runs_finished(tmp_path: Path) -> None:
     from conftest import sigint_as_at_a_terminal
 
     out = tmp_path / "t"
-    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(out), "--steps", "15", "--warmup", "3"]
+    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(out), "--steps", "15", "--skip", "3"]
     cmd += ["--", "python", str(HERE / "scripts" / "sleepy_loader.py")]
     proc = subprocess.Popen(
         cmd,

@@ -1,7 +1,7 @@
 """``pinprof tune -- python train.py``: the script run as it is and with each fix, one process a run,
 and what each fix measurably buys (``profiler.analysis.tune``).
 
-Every run is ``pinprof profile --skip WARMUP`` of the unmodified script, stopped once ``WARMUP +
+Every run is ``pinprof profile --skip SKIP`` of the unmodified script, stopped once ``SKIP +
 STEPS`` batches are recorded (``PINPROF_TUNE_STOP``), with one configuration applied through the hooks
 (``PINPROF_TUNE``, ``profiler.capture.knobs``): nothing is written into the user's code. The order is
 baseline, trial 1, baseline, trial 2, ..., baseline, so that each trial sits between two baseline runs

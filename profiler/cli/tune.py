@@ -1,4 +1,4 @@
-"""``pinprof tune [--steps N] [--budget-s S] [--only KNOBS] [--out DIR] -- python train.py ARGS``: try
+"""``pinprof tune [--steps N] [--skip N] [--budget-s S] [--only KNOBS] [--out DIR] -- python train.py ARGS``: try
 the input pipeline's fixes on the unmodified script and measure what each buys (``profiler.bench.tune``)."""
 
 from __future__ import annotations
@@ -24,7 +24,11 @@ def add(sub: Subparsers) -> None:
     )
     p.add_argument("--steps", type=positive_int("--steps"), default=30, help="batches measured a run (default 30)")
     p.add_argument(
-        "--warmup", type=nonneg_int("--warmup"), default=5, help="batches left out at a run's start (default 5)"
+        "--skip",
+        type=nonneg_int("--skip"),
+        default=5,
+        metavar="N",
+        help="batches flagged warm-up at each run's start, left out (default 5)",
     )
     p.add_argument("--budget-s", type=float, default=900.0, help="seconds for all the runs (default 900)")
     p.add_argument(
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         args.command,
         args.out,
         steps=args.steps,
-        warmup=args.warmup,
+        warmup=args.skip,
         budget_s=args.budget_s,
         only=only,
         device=args.device,
