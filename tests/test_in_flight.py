@@ -253,3 +253,20 @@ def test_recorded_remedies_are_in_the_loops_own_words() -> None:
     text = diagnosis_text([acc, timm])
     assert "Loop: the loop (accelerate) fetches each batch before the step of the one before" in text
     assert "Loop: the loop (timm) fetches and copies each batch to the device before the step" in text
+
+
+def test_a_copy_after_a_plain_loops_end_is_no_batchs() -> None:
+    """After the loader's last ``next()`` (StopIteration) no batch is current in a plain loop, even
+    one whose batches made no copy yet: a copy the script makes then (evaluation data, say) is not
+    added to the last batch."""
+    data = torch.utils.data.TensorDataset(torch.rand(8, 3))
+    session = AutoSession("cpu", nvtx=False)
+    auto_hooks.start(session)
+    try:
+        for (x,) in torch.utils.data.DataLoader(data, batch_size=4):
+            x.sum()  # a loop that copies nothing
+        torch.rand(5).to("cpu")  # after the loop
+    finally:
+        auto_hooks.stop()
+    tl = session.close()
+    assert list(tl.copies) == [0, 0] and list(tl.bytes) == [0, 0]

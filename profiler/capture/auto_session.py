@@ -243,14 +243,16 @@ class AutoSession:
         self.flight.append(self.cur)
 
     def abandon(self, prof: TransferProfiler, rec: dict[str, Any]) -> None:
-        """After it raised (StopIteration at the loader's end, or the user's error): no batch. A batch
-        in flight that no copy has read yet was fetched ahead, and its copies are still to come (a
-        loop that fetches before it copies, at the loader's end): it is the current one again."""
+        """After it raised (StopIteration at the loader's end, or the user's error): no batch. In a
+        loop that copies a batch after fetching the next (one seen to copy an older batch), the batch
+        in flight that no copy has read yet still has its copies to come: it is the current one
+        again. Elsewhere no batch is current until the next ``next()``, as a copy made after a plain
+        loop's end is no batch's."""
         fetch_end(prof, rec)
         if prof.nvtx.active:
             prof.nvtx.pop()  # batch
             prof.nvtx.pop()  # loop
-        if self.flight and self.flight[-1][1]["copies"] == 0:
+        if self.flight and self.flight[-1][1]["copies"] == 0 and id(self.flight[-1][0]) in self._older:
             self.cur = self.flight[-1]
             self.cur[0]._cur = self.cur[1]
 
