@@ -114,8 +114,13 @@ def _guarded(step: Callable[..., Any], *args: Any) -> None:
 
 def _stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
     s = _session
-    if s is not None:
-        _guarded(s.stepped)
+    if s is None or threading.get_ident() != s.main:
+        return
+    t0 = perf_counter_ns()
+    _guarded(s.stepped)
+    cur = s.cur
+    if cur is not None and "own_sum" in cur[1]:  # pinprof_ms: the rows it closed, on the loop's thread
+        cur[1]["own_sum"] += (perf_counter_ns() - t0) / 1e6
 
 
 def _next(it: Any) -> Any:

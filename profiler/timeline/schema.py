@@ -48,7 +48,8 @@ durations, ms
     batch_ms      from this batch's fetch start to the next batch's fetch start
     pinprof_ms    pinprof's own time on the loop's thread for this batch, the calls it wraps left out:
                   ``pinprof profile``'s hooks (the ``next()`` that fetched it, closing the previous
-                  row included, its copies and pins); ``TransferProfiler.batches`` bookkeeping between
+                  row included, its copies and pins, and the optimizer step hooks while it was the
+                  current batch, closing the rows they end); ``TransferProfiler.batches`` bookkeeping between
                   batches and ``to_device``'s own work beside its copy calls. Empty where not measured
                   (the prefetch loop). Not in it: the journal's thread, which runs beside the loop, and
                   the call into each hook, its first tests and its return, which no clock inside it
