@@ -191,7 +191,7 @@ class AutoSession:
     def begin(self, it: Any) -> tuple[TransferProfiler, dict[str, Any]] | None:
         """Before the loader's real ``__next__``: rows close where this ``next()`` ends them, this
         loader's next batch starts (None once ``limit`` batches of it were recorded)."""
-        self._at_next(now_ms())
+        self._at_next()
         if self.stop_after is not None and self.batches >= self.stop_after:
             raise TrialDone(f"{self.batches} batches recorded")
         self._fetched_since_step = True
@@ -257,7 +257,7 @@ class AutoSession:
             self.cur[0]._cur = self.cur[1]
 
     # -- rows: where a batch ends (profiler.capture.in_flight) ----------------------------------------
-    def _at_next(self, now: float) -> None:
+    def _at_next(self, now: float | None = None) -> None:
         """A ``next()`` of any loader: the current batch stops being current; a batch whose step ran
         closes now; one with no step since it was fetched gets this as its end if no step claims it
         (``_tent``); one that had such an end already closes there (no optimizer: the ``next()``
@@ -269,6 +269,8 @@ class AutoSession:
                 prof.nvtx.pop()  # loop
             prof._cur = None
             self.cur = None
+        if now is None:
+            now = now_ms()  # after the NVTX pops, as the range's end: an nsys import's rows agree to us
         keep = []
         for prof, rec in self.flight:
             if rec.get("_stepped"):
