@@ -143,7 +143,7 @@ def test_the_prefetchers_loader_error_reaches_the_loop_at_its_batch() -> None:
 
 
 def test_tune_of_a_loop_whose_loader_waits_picks_more_workers(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(tmp_path / "t"), "--steps", "15", "--skip", "3"]
+    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(tmp_path / "t"), "--steps", "40", "--skip", "3"]
     cmd += ["--", "python", str(HERE / "scripts" / "sleepy_loader.py")]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
     assert run.returncode == 0, run.stderr[-3000:]
