@@ -85,7 +85,8 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _millis(env: Mapping[str, str], name: str, default: int) -> int:
+def _nonneg(env: Mapping[str, str], name: str, default: int, ask: str) -> int:
+    """A whole number 0 or more; ``ask``: what the error asks for instead of a bad value."""
     text = env.get(name, "").strip()
     try:
         value = int(text) if text else default
@@ -94,21 +95,16 @@ def _millis(env: Mapping[str, str], name: str, default: int) -> int:
     if value < 0:
         from profiler.errors import UsageError
 
-        raise UsageError(f"${name}={text!r}: give whole milliseconds, 0 or more (default {default})")
+        raise UsageError(f"${name}={text!r}: {ask}")
     return value
+
+
+def _millis(env: Mapping[str, str], name: str, default: int) -> int:
+    return _nonneg(env, name, default, f"give whole milliseconds, 0 or more (default {default})")
 
 
 def _count(env: Mapping[str, str], name: str) -> int:
-    text = env.get(name, "").strip()
-    try:
-        value = int(text) if text else 0
-    except ValueError:
-        value = -1
-    if value < 0:
-        from profiler.errors import UsageError
-
-        raise UsageError(f"${name}={text!r}: give a whole number of batches, 0 or more (0: no limit)")
-    return value
+    return _nonneg(env, name, 0, "give a whole number of batches, 0 or more (0: no limit)")
 
 
 BACKENDS = ("events", "cupti")
