@@ -10,6 +10,8 @@ calls a batch. Each prints (instrumented - bare) microseconds a batch, median of
 
     python scripts/bench_cpu_recorder.py --baseline PATH [--rounds 5]   (PATH: git worktree add PATH <commit>)
     python scripts/bench_cpu_recorder.py --per-call   (a .to() hook's cost against what pinprof_ms counts of it)
+    python scripts/bench_cpu_recorder.py --gc   (what the garbage-collection watch adds to each collection)
+    python scripts/bench_cpu_recorder.py --gc-count SCRIPT [ARGS...]   (how many collections a script's loop makes)
 """
 
 from __future__ import annotations
@@ -123,6 +125,75 @@ def per_call(calls: int = 2000) -> None:
         s.close()
 
 
+def gc_watch(rounds: int = 9, calls: int = 200_000) -> None:
+    """``profiler.capture.gc_pauses``'s callback runs around every collection of every generation.
+    What it adds to one: ``calls`` collections of the youngest generation (``gc.collect(0)``, nearly
+    empty: the collection itself is short, so the callback's part shows), with the watch and without,
+    alternated; the difference per collection. Young collections come every 700 new objects; a full
+    one, which the watch records, takes milliseconds."""
+    import gc
+
+    import torch  # noqa: F401  # the process a loop runs in
+
+    from profiler.capture import gc_pauses
+
+    def loop() -> float:
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            gc.collect(0)
+        return (time.perf_counter_ns() - t0) / calls / 1e3
+
+    loop()
+    on, off = [], []
+    for _ in range(rounds):
+        gc_pauses.unwatch()
+        off.append(loop())
+        gc_pauses.watch()
+        on.append(loop())
+    gc_pauses.unwatch()
+    a, b = statistics.median(off), statistics.median(on)
+    print(
+        f"garbage-collection watch: {b - a:.3f} us a young collection ({a:.3f} us without, {b:.3f} us with; "
+        f"median of {rounds} alternated rounds of {calls} gc.collect(0))"
+    )
+
+
+def gc_count(script: list[str]) -> None:
+    """Run ``script`` (a path and its arguments) as ``python`` would, counting the collections of each
+    generation from its first DataLoader ``next()`` on (its imports left out): how often a real loop
+    pays what ``gc_watch`` measures."""
+    import gc
+    import runpy
+
+    import torch.utils.data.dataloader as dl
+
+    counts, batches = [0, 0, 0], [0]
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and batches[0]:
+            counts[info["generation"]] += 1
+
+    original = dl._BaseDataLoaderIter.__next__
+
+    def counted(self: dl._BaseDataLoaderIter) -> object:
+        batches[0] += 1
+        return original(self)
+
+    dl._BaseDataLoaderIter.__next__ = counted  # type: ignore[method-assign]
+    gc.callbacks.append(count)
+    sys.argv = list(script)
+    try:
+        runpy.run_path(script[0], run_name="__main__")
+    finally:
+        gc.callbacks.remove(count)
+        dl._BaseDataLoaderIter.__next__ = original  # type: ignore[method-assign]
+        n = max(batches[0], 1)
+        print(
+            f"collections from the first next(): {counts} by generation (0, 1, 2) over {batches[0]} next() "
+            f"calls: {sum(counts) / n:.2f} a call"
+        )
+
+
 def _rounds(bare: object, profiled: object) -> tuple[float, float]:
     bare(), profiled()  # type: ignore[operator]  # warm-up
     b, p = [], []
@@ -137,10 +208,20 @@ def main() -> None:
     ap.add_argument("--baseline", required=False, help="an older checkout (git worktree add PATH <commit>)")
     ap.add_argument("--rounds", type=int, default=5, help="alternated processes per side (default 5)")
     ap.add_argument("--per-call", action="store_true", help="only: one .to() hook from outside against pinprof_ms")
+    ap.add_argument("--gc", action="store_true", help="only: what the garbage-collection watch adds to a collection")
+    ap.add_argument(
+        "--gc-count", nargs=argparse.REMAINDER, metavar="SCRIPT", help="only: a script's collections a batch"
+    )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.gc_count:
+        gc_count(args.gc_count)
+        return
     if args.per_call:
         per_call()
+        return
+    if args.gc:
+        gc_watch()
         return
     if args.one:
         import profiler

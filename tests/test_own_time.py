@@ -101,11 +101,19 @@ def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
     tl = read_timeline(out / "timeline.csv")
     assert len(tl) == 36
     steady = tl[~tl.warmup].iloc[:-1]  # the last batch ends at the loader's end, not a step
-    median = statistics.median(steady.batch_ms)
-    first = steady.batch_ms.iloc[0]
-    print(f"steady batch_ms: first {first:.2f}, median {median:.2f}, max {steady.batch_ms.max():.2f} ms")
+    # A full garbage collection stops the loop wherever it falls (fresh-clone CI runs had one batch
+    # of 141-177 ms here: a 100-165 ms collection, which gc_ms now names); the appends are what this
+    # test is about, so each batch is read without its collections.
+    own = steady.batch_ms - steady.gc_ms
+    median = statistics.median(own)
+    first = own.iloc[0]
+    print(
+        f"steady batch_ms less gc_ms: first {first:.2f}, median {median:.2f}, max {own.max():.2f} ms; "
+        f"full collections {steady.gc_ms[steady.gc_ms > 0].round(1).tolist()} ms"
+    )
+    assert steady.gc_ms.notna().all()
     assert 38 < median < 60
-    assert first < 1.25 * median and steady.batch_ms.max() < 1.5 * median
+    assert first < 1.25 * median and own.max() < 1.5 * median
     assert steady.pinprof_ms.notna().all() and steady.pinprof_ms.median() < 2.0
 
 

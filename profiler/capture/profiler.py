@@ -15,6 +15,7 @@ they are done, never by waiting. Everything else the loop does is untouched.
 
 from __future__ import annotations
 
+import gc
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any, Literal
 import pandas as pd
 import torch
 
-from profiler.capture import backend, batch_tree, rows, saving
+from profiler.capture import backend, batch_tree, gc_pauses, rows, saving
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.anchor import Anchor, take_anchor
 from profiler.capture.cuda.events import EventPool, current_stream
@@ -94,6 +95,7 @@ class TransferProfiler:
         self._origin = origin_ms
         self._config: dict[str, Any] = dict(config or {})
         self._store = Store()
+        gc_pauses.watch()  # the timeline's gc_ms: a long batch may be the garbage collector's
         self._cur: dict[str, Any] | None = None
         self._next_batch = 0
         # Which pass over the loader: each new iterator of it is an epoch (its workers may restart).
@@ -174,6 +176,8 @@ class TransferProfiler:
         if self.cuda and self._anchor is None:
             self._anchor = take_anchor(current_stream(self._index), self._gate)
         loader_config(loader, self._config)
+        # Objects gc.freeze() had put out of the collector's reach when the loop began: a remedy in place.
+        self._config.setdefault("gc_frozen", gc.get_freeze_count())
         for key, message in [] if self.cuda else cpu_only_notes(self._config, self._hazards):
             self._warn_once(key, message)
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
+from profiler.capture import gc_pauses
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.anchor import clock_between, take_anchor
 from profiler.capture.cuda.events import current_stream
@@ -48,7 +49,7 @@ def timeline(prof: TransferProfiler) -> pd.DataFrame:
             torch.cuda.synchronize(prof.device)
         prof._cupti.collect(force=True)  # every batch so far: their work is done, their records come now
     origin = prof._origin if prof._origin is not None else now_ms()
-    return build_timeline(prof._store.columns(), origin, clock, _static(prof))
+    return build_timeline(prof._store.columns(), origin, clock, _static(prof), gc_pauses.pauses())
 
 
 def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
@@ -72,7 +73,7 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
     origin = prof._origin if prof._origin is not None else now_ms()
     # One row before the range too, so the first row's gpu_idle_ms sees its predecessor's compute.
     before = 1 if start > 0 else 0
-    frame = build_timeline(prof._store.columns(start - before, stop), origin, clock, _static(prof))
+    frame = build_timeline(prof._store.columns(start - before, stop), origin, clock, _static(prof), gc_pauses.pauses())
     return frame.iloc[before:].reset_index(drop=True), stop
 
 

@@ -16,13 +16,21 @@ import pandas as pd
 
 from profiler.timeline.clockmap import ClockMap
 from profiler.timeline.idle import gpu_idle
+from profiler.timeline.pauses import within
 from profiler.timeline.schema import CONFIG, CUPTI_CLOCK, RAW_HOST, RAW_PIN, conform, empty_timeline
 
 
 def build_timeline(
-    raw: Mapping[str, Sequence[Any]], t0_ms: float, clock: ClockMap | None, static: Mapping[str, Any]
+    raw: Mapping[str, Sequence[Any]],
+    t0_ms: float,
+    clock: ClockMap | None,
+    static: Mapping[str, Any],
+    pauses: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """Turn the recorder's raw columns into the timeline (see the module docstring for columns)."""
+    """Turn the recorder's raw columns into the timeline (see the module docstring for columns).
+
+    ``pauses``: the process's full garbage collections, (starts, ends) in host ms on the ``now_ms``
+    clock (``profiler.capture.gc_pauses``); None leaves ``gc_ms`` empty (not watched)."""
     n = len(raw["batch"])
     if n == 0:
         return empty_timeline()
@@ -73,6 +81,13 @@ def build_timeline(
     out["gpu_idle_ms"] = gpu_idle(h2d_s, h2d_e, comp_e) if on_gpu else np.full(n, np.nan)
     _interval(out, "batch", f["batch_s"], f["batch_e"])
     out["pinprof_ms"] = summed["own_sum"]
+    if pauses is None:
+        out["gc_ms"] = out["gc_fetch_ms"] = np.full(n, np.nan)
+    else:  # on the pauses' clock: the raw bounds, not the timeline's ms from t0
+        raw_ms = {k: np.asarray(raw[k], dtype=float) for k in ("batch_s", "batch_e", "fetch_s", "fetch_e")}
+        out["gc_ms"] = within(raw_ms["batch_s"], raw_ms["batch_e"], pauses)
+        # fetch_s may lie before batch_s (a batch fetched ahead): its next() is its own all the same
+        out["gc_fetch_ms"] = np.nan_to_num(within(raw_ms["fetch_s"], raw_ms["fetch_e"], pauses))
     frame = pd.DataFrame(
         {
             **{k: static.get(k) for k in ("run", "scenario", "mode")},

@@ -56,6 +56,12 @@ durations, ms
                   sees (about 1.6 us a call on a 2-core development machine:
                   ``scripts/bench_cpu_recorder.py --per-call``); a call pinprof does not record reads
                   no clock
+    gc_ms         part of the batch during which the process ran a full garbage collection (Python's
+                  generation 2), on any thread: each holds the GIL, so the loop's thread waited for
+                  it (``profiler.capture.gc_pauses``); 0 when none ran, empty where not watched
+    gc_fetch_ms   full collections inside the batch's ``next()``, so also in ``fetch_ms``: a loader with
+                  no workers runs the dataset in the loop's process, and its allocations set them off
+                  (where the batch is fetched ahead, that ``next()`` lies before the batch's interval)
 intervals, ms from the run's start
     <phase>_start_ms, <phase>_end_ms for fetch, pin, stage, layout, h2d, cpu_work, compute, wait,
     overlap, batch (a phase entered several times: first start, last end)
@@ -64,7 +70,8 @@ configuration
     prefetch_factor (Int64; empty with no workers), loop (str: ``plain``, ``fetch-ahead`` or
     ``device-prefetch``, what ``pinprof profile`` saw the loop do; ``profiler.capture.in_flight``),
     framework (str: the package whose code fetched the batches, ``accelerate``, ``timm``,
-    ``lightning``; empty for a loop of the script's own)
+    ``lightning``; empty for a loop of the script's own), gc_frozen (Int64: objects ``gc.freeze()`` had
+    put out of the garbage collector's reach when the loop began; 0 without it)
 pin step counts (Int64; empty when the batch was not pinned while pinprof watched)
     pin_faults    minor page faults of the pinning thread during the pin step: the first touch of the
                   worker's shared memory, which the pin copy is the first to read (up to 64 KiB a
@@ -104,6 +111,8 @@ DURATIONS: tuple[str, ...] = (
     "gpu_idle_ms",
     "batch_ms",
     "pinprof_ms",
+    "gc_ms",
+    "gc_fetch_ms",
 )
 INTERVALS: tuple[str, ...] = tuple(f"{p}_{edge}_ms" for p in PHASES for edge in ("start", "end"))
 IDENTITY: dict[str, str] = {
@@ -130,6 +139,7 @@ CONFIG: dict[str, str] = {
     "prefetch_factor": "Int64",
     "loop": "str",
     "framework": "str",
+    "gc_frozen": "Int64",
 }
 COUNTS: dict[str, str] = {"pin_faults": "Int64", "pin_allocs": "Int64"}
 # What a missing identity column means in a file from elsewhere (an nsys import, an older version).
