@@ -56,6 +56,7 @@ FIRES = {
     Verdict.CPU_WORK_BOUND: ("h200_better", "pinned_nb/bs1024/w6", True),
     Verdict.COMPUTE_BOUND: ("h200_gpu_bound", "prefetch/bs64/w12", True),
     Verdict.TOO_SMALL: ("h200_default", "pinned_nb/bs64/w4", True),
+    Verdict.GC_PAUSES: ("cpu_gc_pauses", "Annotated/bs32/w0", False),
 }
 
 

@@ -41,6 +41,8 @@ TIMES = (
     "gpu_idle",
     "batch",
     "pinprof",
+    "gc",
+    "gc_fetch",
 )
 COUNTS = ("pin_faults", "pin_allocs")
 # On the H200 a pin-bound loop had a median fetch of 0.22 ms and a mean of 12 ms
@@ -63,6 +65,15 @@ def _groups(tl: pd.DataFrame) -> Iterator[tuple[object, pd.DataFrame]]:
         yield names[k], tl.take(measured[order[bounds[k] : bounds[k + 1]]])
 
 
+def _gc(g: pd.DataFrame) -> dict[str, float]:
+    """The batches a full garbage collection fell in and the longest such pause (ms); NaN where the
+    collections were not watched (an nsys import, an older file)."""
+    if "gc_ms" not in g or g.gc_ms.isna().all():
+        return {"gc_batches": float("nan"), "gc_longest": float("nan")}
+    ms = g.gc_ms.astype(float)
+    return {"gc_batches": float((ms > 0).sum()), "gc_longest": float(ms.max())}
+
+
 def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: int | None = None) -> list[Diagnosis]:
     """One ``Diagnosis`` per scenario, findings ordered by expected gain (largest first).
 
@@ -78,6 +89,7 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     for scen, g in _groups(tl):
         m = {c: _stat(g, f"{c}_ms", "mean") for c in TIMES}
         m.update({c: _stat(g, c) for c in COUNTS})
+        m.update(_gc(g))
         medians = {c: _stat(g, f"{c}_ms") for c in TIMES}
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)

@@ -20,6 +20,7 @@ class Verdict(str, Enum):
     CPU_WORK_BOUND = "cpu_work_bound"
     COMPUTE_BOUND = "compute_bound"
     TOO_SMALL = "transfer_too_small"
+    GC_PAUSES = "gc_pauses"
 
     @property
     def label(self) -> str:
@@ -30,6 +31,7 @@ class Verdict(str, Enum):
 LABELS = {
     Verdict.HOST_BLOCKED: "exposed transfer (host blocked)",
     Verdict.GPU_IDLE: "exposed transfer (GPU idle)",
+    Verdict.GC_PAUSES: "garbage-collection pauses",
 }
 
 

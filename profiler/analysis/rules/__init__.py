@@ -13,7 +13,7 @@ import pandas as pd
 
 from profiler.analysis.findings import Finding, Verdict
 from profiler.analysis.rules.base import Case, Rule
-from profiler.analysis.rules.pace import COMPUTE_BOUND, CPU_WORK_BOUND, LOADER_BOUND, NO_GPU
+from profiler.analysis.rules.pace import COMPUTE_BOUND, CPU_WORK_BOUND, GC_PAUSES, LOADER_BOUND, NO_GPU
 from profiler.analysis.rules.pin import PIN_THREAD_BOUND
 from profiler.analysis.rules.transfer import (
     GPU_IDLE,
@@ -38,7 +38,8 @@ RULES: tuple[Rule, ...] = (
     NON_BLOCKING_PAGEABLE,
     HOST_BLOCKED,
     GPU_IDLE,
-    TOO_SMALL,  # last: it weighs the transfer findings before it
+    TOO_SMALL,  # it weighs the transfer findings before it
+    GC_PAUSES,
 )
 
 __all__ = ["MIN_BATCHES", "RULES", "Case", "Rule", "findings", "run_rules", "too_few"]

@@ -44,8 +44,8 @@ def _int(cfg: pd.Series, key: str) -> int | None:
 
 @dataclass
 class Case:
-    """One scenario's medians (``m``: ms, ``bytes``, ``pinned_GBps``, ``pin_faults``, ``pin_allocs``)
-    and settings, as the rules read them; ``found``: the findings of the rules that ran before."""
+    """One scenario's means (``m``: ms, ``bytes``, ``pinned_GBps``, ``pin_faults``, ``pin_allocs``,
+    ``gc_batches``: batches a full garbage collection fell in, ``gc_longest``: ms) and settings, as the rules read them; ``found``: the findings of the rules that ran before."""
 
     m: dict[str, float]
     cfg: pd.Series
@@ -56,6 +56,9 @@ class Case:
         m, cfg = self.m, self.cfg
         self.batch, self.fetch = m["batch"], spent(m, "fetch")
         self.cpu, self.comp, self.layout = spent(m, "cpu_work"), spent(m, "compute"), spent(m, "layout")
+        self.gc = spent(m, "gc") if "gc" in m else 0.0
+        self.gc_fetch = spent(m, "gc_fetch") if "gc_fetch" in m else 0.0  # part of fetch too
+        self.gc_frozen = _int(cfg, "gc_frozen") or 0
         self.gpu = not np.isnan(m["h2d"])
         self.mode = str(cfg["mode"])
         self.pin_memory = bool(_flag(cfg, "pin_memory"))

@@ -1,11 +1,12 @@
-"""Rules on what sets the loop's pace: the loader, the user's CPU work, GPU compute, or no GPU at all."""
+"""Rules on what sets the loop's pace: the loader, the user's CPU work, GPU compute, or no GPU at all;
+and what stops it now and then: Python's full garbage collections."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from profiler.analysis.findings import Change, Verdict
-from profiler.analysis.rules.base import Case, Rule, fired, fmt, share
+from profiler.analysis.rules.base import TOO_SMALL_SHARE, Case, Rule, fired, fmt, share
 
 # A loader wait of this share of the batch is worth a finding: TensorBoard's input-pipeline analyzer
 # calls a step "moderately input-bound" from 5% of its time waiting for input (xprof,
@@ -61,7 +62,8 @@ LOADER_BOUND = Rule(
     lambda c: c.fetch >= LOADER_SHARE * c.batch and not fired(c, Verdict.PIN_THREAD_BOUND),
     lambda c: (
         f"the loop waits {fmt(c.m['fetch'])} of the mean {fmt(c.batch)} batch ({share(c.fetch, c)}) on the "
-        "DataLoader's workers; pinning or copy tricks cannot help that part."
+        f"DataLoader's workers{' (of which ' + fmt(c.gc_fetch) + ' full garbage collections: see that finding)' if c.gc_fetch else ''}; "
+        "pinning or copy tricks cannot help that part."
     ),
     _loader_remedies,
 )
@@ -88,4 +90,50 @@ COMPUTE_BOUND = Rule(
         f"{'GPU compute' if c.gpu else 'compute (host clock, no GPU)'} takes {fmt(c.m['compute'])} of the mean "
         f"{fmt(c.batch)} batch ({share(c.comp, c)}): the input pipeline does not set the pace."
     ),
+)
+
+
+def _gc_evidence(c: Case) -> str:
+    m = c.m
+    return (
+        f"Python's full garbage collections stopped the loop in {m['gc_batches']:.0f} batch(es), "
+        f"the longest for {fmt(m['gc_longest'])}: {fmt(c.gc)} of the mean {fmt(c.batch)} batch ({share(c.gc, c)})"
+        f"{', ' + fmt(c.gc_fetch) + ' of it inside next(loader), where the dataset allocates' if c.gc_fetch else ''}. "
+        "A collection holds the GIL on whichever thread runs it and, with torch loaded, walks hundreds of "
+        "thousands of objects: the batches it falls in read long, whichever phase it lands in."
+        + (
+            f" gc.freeze() was in place ({c.gc_frozen} objects frozen when the loop began): these collections "
+            "walked what was made after it."
+            if c.gc_frozen
+            else ""
+        )
+    )
+
+
+GC_PAUSES = Rule(
+    Verdict.GC_PAUSES,
+    f"full garbage collections take at least {TOO_SMALL_SHARE:.0%} of the loop's time",
+    lambda c: c.gc >= TOO_SMALL_SHARE * c.batch,
+    _gc_evidence,
+    # gc.freeze() moves every object alive to a generation no collection walks: the later full ones
+    # walk only what the loop made since, so they cost a part of what they did (the saving is at most
+    # the whole pause: the gain given is that bound).
+    lambda c: [
+        *(
+            []
+            if c.gc_frozen
+            else [
+                Change(
+                    "once the model and the loader are built, before the loop: gc.collect(); gc.freeze() (full "
+                    "collections then skip every object made before; the saving given is the whole pause, the most it can be)",
+                    c.gc,
+                )
+            ]
+        ),
+        Change(
+            f"{'' if c.gc_frozen else 'and '}keep fewer Python objects alive as the loop runs (a cache of decoded "
+            "samples as lists and dicts: keep arrays or tensors instead); every full collection walks all of them",
+            c.gc,
+        ),
+    ],
 )
