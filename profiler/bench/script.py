@@ -138,7 +138,7 @@ def _keep_on_exit(session: AutoSession) -> tuple[object, object]:
         if os.getpid() == pid:
             try:
                 session.stop_writer()
-                session.end_batch()  # the batch in progress is one the program iterated
+                session.close_in_flight()  # the batch in progress is one the program iterated
                 session.flush()
             except BaseException:
                 pass

@@ -49,6 +49,7 @@ from profiler.capture.in_flight import (
     FETCH_AHEAD,
     LOOKS,
     PLAIN,
+    Mark,
     Patterns,
     owner,
     storages,
@@ -104,6 +105,40 @@ def copy_mode(pinned: bool, non_blocking: bool) -> Mode:
     if pinned:
         return "pinned_nb" if non_blocking else "pinned"
     return "pageable_nb" if non_blocking else "pageable"
+
+
+def _step_by_cupti(rec: dict[str, Any], end: float, bump: Mark | None) -> None:
+    """CUPTI: every kernel launched between the batch's handoff and its row's ``end`` is its step's."""
+    start = bump.host_ms if bump is not None else max(rec["fetch_e"], rec["batch_s"])
+    rec["_window"] = [(start, end)]
+
+
+def _step_by_events(
+    prof: TransferProfiler, rec: dict[str, Any], end_at: Mark | None, tent: Mark | None, bump: Mark | None
+) -> None:
+    """CUDA events: the step ends at ``end_at``'s event (a tentative end the row closes at), else at
+    one recorded now on the current stream; it starts at ``bump``'s event where a later batch's fetch
+    or copy came before it. Events not kept go back to the pool."""
+    if end_at is not None and end_at.event is not None:
+        ev = end_at.event
+    else:
+        if tent is not None and tent.event is not None:
+            prof._pool.put(tent.event)
+        ev = prof._pool.get()
+        record(ev, current_stream(prof._index))
+    rec["_comp_end"] = ev
+    if bump is not None and bump.event is not None:
+        if "_comp_start" in rec:
+            prof._pool.put(rec["_comp_start"])
+        rec["_comp_start"] = bump.event
+
+
+def _step_by_host(rec: dict[str, Any], end: float, bump: Mark | None) -> None:
+    """No GPU: the step is timed on the host, from the batch's last copy (or ``bump``) to ``end``."""
+    if bump is not None:
+        rec["comp_s"] = max(rec["comp_s"], bump.host_ms)
+    rec["comp_e"] = end
+    rec["comp_sum"] = rec["comp_e"] - rec["comp_s"]
 
 
 class AutoSession:
@@ -276,9 +311,9 @@ class AutoSession:
             if rec.get("_stepped"):
                 self._close(prof, rec, now, BY_NEXT)
             elif "_tent" in rec:
-                self._close(prof, rec, rec["_tent"][0], BY_NEXT, at_tent=True)
+                self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
             else:
-                rec["_tent"] = (now, self._mark(prof, rec))
+                rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
         self.flight = keep
 
@@ -301,10 +336,10 @@ class AutoSession:
             if rec is newer:
                 break  # only the batches fetched before it
             if not rec.get("_stepped"):
-                old = rec.get("_bump")
-                if old is not None and old[1] is not None:
-                    prof._pool.put(old[1])
-                rec["_bump"] = (now, self._mark(prof, rec, self._step_stream))
+                old: Mark | None = rec.get("_bump")
+                if old is not None and old.event is not None:
+                    prof._pool.put(old.event)
+                rec["_bump"] = Mark(now, self._mark(prof, rec, self._step_stream))
 
     def stepped(self) -> None:
         """torch's optimizer step hook: every batch in flight but the newest was consumed by a step
@@ -346,14 +381,14 @@ class AutoSession:
     def _close(
         self, prof: TransferProfiler, rec: dict[str, Any], end: float, boundary: str, at_tent: bool = False
     ) -> None:
-        """The batch's row ends at ``end`` (host ms): its compute's end on the current stream (now, or
-        ``at_tent``: the event of its tentative end), and the row committed."""
-        tent = rec.pop("_tent", None)
-        bump = rec.pop("_bump", None) if boundary == BY_STEP else None
+        """The batch's row ends at ``end`` (host ms): its step timed by the batch's clock, and the row
+        committed. ``at_tent``: it ends at its tentative end, whose event marks its compute's end."""
+        tent: Mark | None = rec.pop("_tent", None)
+        bump: Mark | None = rec.pop("_bump", None) if boundary == BY_STEP else None
         if boundary == BY_NEXT:
-            leftover = rec.pop("_bump", None)
-            if leftover is not None and leftover[1] is not None:
-                prof._pool.put(leftover[1])
+            leftover: Mark | None = rec.pop("_bump", None)
+            if leftover is not None and leftover.event is not None:
+                prof._pool.put(leftover.event)
             if rec.get("_stepped"):
                 self.patterns.saw(str(prof.scenario), PLAIN)
         rec.pop("_ptrs", None)
@@ -364,33 +399,17 @@ class AutoSession:
         self._last_close = max(self._last_close, end)
         self.patterns.row(str(prof.scenario), boundary)
         if "_calls" in rec:
-            # CUPTI: every kernel launched between the batch's handoff and its row's end is its step's
-            start = bump[0] if bump is not None else max(rec["fetch_e"], rec["batch_s"])
-            rec["_window"] = [(start, end)]
+            _step_by_cupti(rec, end, bump)
         elif self.cuda:
-            if at_tent and tent is not None and tent[1] is not None:
-                ev = tent[1]
-            else:
-                if tent is not None and tent[1] is not None:
-                    prof._pool.put(tent[1])
-                ev = prof._pool.get()
-                record(ev, current_stream(prof._index))
-            rec["_comp_end"] = ev
-            if bump is not None and bump[1] is not None:
-                if "_comp_start" in rec:
-                    prof._pool.put(rec["_comp_start"])
-                rec["_comp_start"] = bump[1]
-        else:  # no GPU: the step is timed on the host, from the batch's last copy to its row's end
-            if bump is not None:
-                rec["comp_s"] = max(rec["comp_s"], bump[0])
-            rec["comp_e"] = end
-            rec["comp_sum"] = rec["comp_e"] - rec["comp_s"]
+            _step_by_events(prof, rec, tent if at_tent else None, tent, bump)
+        else:
+            _step_by_host(rec, end, bump)
         prof._commit(rec)
         self.batches += 1
         if len(prof._pending) >= 8:  # amortise: read finished events a few batches at a time
             prof._pending.resolve(prof._anchor)
 
-    def end_batch(self) -> None:
+    def close_in_flight(self) -> None:
         """Close every batch in flight (the end of a run): where its step ended it, else now."""
         now = now_ms()
         self._at_next(now)  # what a next() would close, closes; the rest get their end now
@@ -533,7 +552,7 @@ class AutoSession:
     def close(self) -> pd.DataFrame:
         """End the current batch, stop watching pins, and return every loader's timeline."""
         self.stop_writer()
-        self.end_batch()
+        self.close_in_flight()
         PIN_HOOK.uninstall()
         frames = []
         for prof in self.profs.values():

@@ -20,7 +20,7 @@ the boundary. ``Patterns`` counts what each loader did, for ``meta.json`` and th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -29,6 +29,16 @@ from profiler.capture.batch_tree import iter_tensors, storage_of
 PLAIN, FETCH_AHEAD, DEVICE_PREFETCH = "plain", "fetch-ahead", "device-prefetch"
 LOOKS = 64  # batches of a loader whose tensors are read while another is in flight (AutoSession.arrived)
 BY_NEXT, BY_STEP = "next()", "optimizer step"
+
+
+class Mark(NamedTuple):
+    """A moment in a batch in flight: host ms, and the CUDA event recorded then on the stream that
+    matters (None for a batch CUPTI times, or on a CPU device). A batch's ``_tent`` is its tentative
+    end (the ``next()`` after it, if no step claims it); its ``_bump``, where its step starts (after
+    a later batch's fetch or copy)."""
+
+    host_ms: float
+    event: Any
 
 
 def storages(batch: Any) -> frozenset[int]:
