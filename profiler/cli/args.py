@@ -104,6 +104,13 @@ def nonneg_int(name: str) -> Callable[[str], int]:
     return int_at_least(name, 0)
 
 
+def script_target(p: argparse.ArgumentParser) -> None:
+    """The arguments of a verb that runs a user's program under pinprof (``profile``, ``tune``): the
+    device its copies go to, and the program after ``--``."""
+    p.add_argument("--device", default=None, help="the device the copies go to (default: cuda if available)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program, as you would run it")
+
+
 def size(text: str) -> int:
     """A byte size like ``64K``, ``12.5M``, ``1G``."""
     from profiler.units import parse_size

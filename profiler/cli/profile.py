@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiler.cli.args import Subparsers, nonneg_int, positive_int
+from profiler.cli.args import Subparsers, nonneg_int, positive_int, script_target
 
 
 def add(sub: Subparsers) -> None:
@@ -31,10 +31,9 @@ def add(sub: Subparsers) -> None:
         metavar="N",
         help="flag each loader's first N batches warm-up (default: found from the data, per loader and epoch)",
     )
-    p.add_argument("--device", default=None, help="the device the copies go to (default: cuda if available)")
     p.add_argument("--no-nvtx", action="store_true", help="emit no NVTX ranges (default: emit them)")
     p.add_argument("--no-plots", action="store_true", help="draw no PNGs (default: draw gantt.png and phases.png)")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program, as you would run it")
+    script_target(p)
     p.set_defaults(func=run)
 
 

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiler.cli.args import Subparsers, nonneg_int, positive_int
+from profiler.cli.args import Subparsers, nonneg_int, positive_int, script_target
 
 
 def add(sub: Subparsers) -> None:
@@ -36,8 +36,7 @@ def add(sub: Subparsers) -> None:
         default=None,
         help="comma-separated knobs to try: num_workers,pin_memory,prefetch_factor,non_blocking,prefetcher (default all)",
     )
-    p.add_argument("--device", default=None, help="the device the copies go to (default: cuda if available)")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program, as you would run it")
+    script_target(p)
     p.set_defaults(func=run)
 
 
