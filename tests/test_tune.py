@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from profiler.analysis.tune import Run, judge, noise, steady_steps, winner
+from profiler.analysis.tune import Run, _rel_se, judge, noise, steady_steps, winner
 from profiler.capture.knobs import Knobs, apply
 from profiler.errors import UsageError
 from profiler.report.files import read_timeline
@@ -69,6 +69,24 @@ def test_run_to_run_noise_widens_the_interval() -> None:
     assert judge(quiet).verdict.iloc[1] == "faster"
     assert noise(noisy) > 0.15
     assert judge(noisy).verdict.iloc[1] == "no measurable difference"
+
+
+def test_a_runs_own_error_follows_its_batches_order() -> None:
+    """Batches alternating 2 and 16 ms (2 workers) hold a mean that barely moves: the interval is
+    narrow, where the batches taken as independent would hold 1.0. Twenty fast then twenty slow
+    batches (a loader that stalls for a while): the error is wider than the batches alone say."""
+    rng = np.random.default_rng(0)
+    alternating = np.tile([2.0, 16.0], 20) + rng.normal(0, 0.1, 40)
+    stalls = np.r_[np.full(20, 8.0), np.full(20, 10.0)] + rng.normal(0, 0.1, 40)
+    iid = {
+        k: float(np.std(x, ddof=1) / np.sqrt(len(x)) / np.mean(x)) for k, x in (("alt", alternating), ("stall", stalls))
+    }
+    assert _rel_se(alternating) < 0.1 * iid["alt"]
+    assert _rel_se(stalls) > 2 * iid["stall"]
+    base = [Run("baseline", {}, o, rng.normal(10.0, 0.05, 40)) for o in (0, 2)]
+    table = judge([base[0], Run("w2", {"num_workers": 2}, 1, alternating), base[1]])
+    assert table.verdict.iloc[1] == "faster", table  # 10 ms against a mean of 9 ms
+    assert _rel_se(np.array([1.0, 2.0, 3.0])) == pytest.approx(np.std([1, 2, 3], ddof=1) / np.sqrt(3) / 2)
 
 
 def test_a_slower_trial_and_a_failed_one() -> None:

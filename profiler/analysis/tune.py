@@ -10,7 +10,8 @@ batches jumps between the two. The baseline (the script as it is) runs between t
   the machine weighs on both sides alike);
 - the run-to-run noise of this machine is the spread of the baseline runs' means (relative
   standard deviation): a process's own mean can sit that far off whatever it runs;
-- a run's own mean is uncertain by its batches' spread (its standard error).
+- a run's own mean is uncertain by its batches' spread (its standard error, from the means of blocks
+  of consecutive batches: ``_rel_se``).
 
 The speedup (reference / trial) gets a 95% interval from the three, as independent relative errors;
 an interval that holds 1.0 is "no measurable difference". With fewer than two baseline runs the
@@ -64,11 +65,27 @@ def steady_steps(tl: pd.DataFrame) -> np.ndarray:
     return rows.batch_ms.dropna().to_numpy(dtype=float)
 
 
+# Fewest blocks the standard error of a run's mean is taken from (``_rel_se``); below, batches alone.
+MIN_BLOCKS = 4
+
+
 def _rel_se(x: np.ndarray) -> float:
-    """The relative standard error of ``x``'s mean (NaN for fewer than two values)."""
-    if len(x) < 2:
+    """The relative standard error of ``x``'s mean (NaN for fewer than two values), from the means of
+    blocks of consecutive batches (the batch-means method): a loader's batches are not independent.
+    With 2 workers on the 2-core machine they alternated 2 and 16 ms, a spread of +/-7 ms whose mean
+    over any two batches barely moves; a loader that stalls for several batches in a row spreads less
+    batch to batch than its mean does. Blocks of sqrt(n) batches (6 of 40) take in both; with fewer
+    than ``MIN_BLOCKS`` blocks, the batches' own spread."""
+    n = len(x)
+    if n < 2:
         return float("nan")
-    return float(np.std(x, ddof=1) / np.sqrt(len(x)) / np.mean(x))
+    size = max(2, int(np.sqrt(n)))
+    k = n // size
+    if k < MIN_BLOCKS:
+        return float(np.std(x, ddof=1) / np.sqrt(n) / np.mean(x))
+    # the last k blocks: a remainder left over is the run's first batches, the nearest to its warm-up
+    blocks = np.asarray(x[n - k * size :], dtype=float).reshape(k, size).mean(axis=1)
+    return float(np.std(blocks, ddof=1) / np.sqrt(k) / np.mean(x))
 
 
 def noise(runs: Sequence[Run]) -> float:
