@@ -84,6 +84,10 @@ log="$OUT/gpu_check.log"
       # dataset, a prefetcher, each step k x M matmuls set by its batch, against CUPTI's unit.
       rows) timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
       rows-cupti) PINPROF_BACKEND=cupti timeout 400 python3 scripts/rows_check.py --out "$OUT/rows-cupti" ;;
+      # pinprof tune of four scripts as people write them, each winner applied by hand and timed
+      # against the original (issue: pinprof tune); TUNE_CASES picks some, a call holds two or so.
+      tune-check) timeout 580 python3 scripts/tune_check.py --out "$OUT/tune-check" \
+                    --cases "${TUNE_CASES:-naive,better,resnet,loader}" --budget-s ${TUNE_BUDGET_S:-150} ;;
       gpu-profile) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_profile.py ;;
       # What CUPTI's Activity API gives and costs in a torch process (scripts/cupti_probe.py).
       cupti-probe) python3 -m pip show nvidia-cuda-cupti cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
