@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,7 +23,7 @@ from profiler import TransferProfiler
 from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Verdict
 from profiler.capture import gc_pauses
-from profiler.report.files import read_timeline
+from profiler.report.files import read_meta, read_timeline
 from profiler.timeline.pauses import within
 
 HERE = Path(__file__).parent
@@ -65,26 +66,28 @@ def test_a_file_without_the_column_reads_as_not_watched(tmp_path: Path) -> None:
     assert all(f.verdict != Verdict.GC_PAUSES for d in diagnose(tl) for f in d.findings)
 
 
-def _profile(tmp_path: Path, name: str, *args: str) -> pd.DataFrame:
+def _profile(tmp_path: Path, name: str, *args: str) -> tuple[pd.DataFrame, dict[str, Any]]:
     out = tmp_path / name
     cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--"]
     cmd += ["python", str(HERE / "scripts" / "caching_dataset.py"), *args]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
     assert run.returncode == 0, run.stderr[-3000:]
-    return read_timeline(out / "timeline.csv")
+    return read_timeline(out / "timeline.csv"), read_meta(out / "meta.json")
 
 
 def test_the_finding_on_a_growing_cache_and_the_fix_it_advises(tmp_path: Path) -> None:
     """``pinprof profile`` of a loop whose dataset keeps a Python memo: its full collections are
     found and the finding advises ``gc.freeze()``; the same loop with the freeze spends less of its
     time in them, by the same clock."""
-    plain, frozen = _profile(tmp_path, "plain"), _profile(tmp_path, "frozen", "--freeze")
+    (plain, meta), (frozen, _) = _profile(tmp_path, "plain"), _profile(tmp_path, "frozen", "--freeze")
     found = {f.verdict: f for f in diagnose(plain)[0].findings}
     assert Verdict.GC_PAUSES in found, [str(v) for v in found]
     finding = found[Verdict.GC_PAUSES]
     assert "gc.freeze()" in finding.changes[0].what
     pauses = plain.gc_ms[plain.gc_ms > 0]
     assert len(pauses) >= 3  # the memo grows by a quarter several times over the run
+    # meta.json counts every full collection of the process, the ones outside the rows too
+    assert meta["gc"]["watched"] and meta["gc"]["not_kept"] == 0 and meta["gc"]["full_collections"] >= len(pauses)
     share = {k: t.gc_ms.sum() / t.batch_ms.sum() for k, t in (("plain", plain), ("frozen", frozen))}
     print(f"full collections: {pauses.round(1).tolist()} ms; share of the loop {share}")
     assert finding.changes[0].gain_ms == pytest.approx(plain[~plain.warmup].gc_ms.mean())

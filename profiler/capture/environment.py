@@ -25,9 +25,10 @@ def driver_version() -> str | None:
 
 
 def describe(device: torch.device) -> dict[str, Any]:
-    """torch_version, torch_cuda, device, device_name, driver, and ``gpu_clock``: what timed the GPU
-    (``profiler.capture.backend.describe``): the device part of meta.json."""
-    from profiler.capture import backend
+    """torch_version, torch_cuda, device, device_name, driver, ``gpu_clock``: what timed the GPU
+    (``profiler.capture.backend.describe``), and ``gc``: the process's full garbage collections
+    (``profiler.capture.gc_pauses.summary``): the device part of meta.json."""
+    from profiler.capture import backend, gc_pauses
 
     cuda = device.type == "cuda"
     return {
@@ -37,4 +38,5 @@ def describe(device: torch.device) -> dict[str, Any]:
         "device_name": torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
         "driver": driver_version() if cuda else None,
         "gpu_clock": backend.describe() if cuda else {"backend": "none"},
+        "gc": gc_pauses.summary(),
     }

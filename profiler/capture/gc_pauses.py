@@ -35,7 +35,8 @@ import numpy as np
 # Python's oldest generation: a collection of it walks everything.
 FULL = 2
 # At most this many pauses are kept (8 bytes a bound); a full collection takes milliseconds, so this is
-# days of them. Past it the newest are dropped and ``gc_ms`` undercounts: ``dropped`` says how many.
+# days of them. Past it the newest are dropped and ``gc_ms`` undercounts: meta.json's ``gc`` says how
+# many (``summary``).
 KEEP = 1_000_000
 
 _starts = array("d")
@@ -74,9 +75,10 @@ def watching() -> bool:
     return _on_gc in gc.callbacks
 
 
-def dropped() -> int:
-    """Full collections not kept because ``KEEP`` were already."""
-    return _dropped[0]
+def summary() -> dict[str, Any]:
+    """meta.json's ``gc``: whether full collections were watched, how many were kept, and how many
+    were not because ``KEEP`` were already (``gc_ms`` misses those)."""
+    return {"watched": watching(), "full_collections": len(_ends), "not_kept": _dropped[0]}
 
 
 def pauses() -> tuple[np.ndarray, np.ndarray]:
