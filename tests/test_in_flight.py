@@ -80,18 +80,19 @@ def test_each_row_holds_its_own_batch_and_step(tmp_path: Path, loop: str, patter
 def test_a_lightning_fetcher_one_batch_ahead_gets_a_row_per_batch(tmp_path: Path) -> None:
     """On a dataset of no length Lightning fetches batch n+1 before it copies batch n; each row still
     holds one batch's fetch, copies and step. The batch fetched ahead of the last step is never
-    trained on: its row has its fetch and no copy."""
+    trained on: it gets no row (its row held Lightning's teardown as its step) and is counted."""
     pytest.importorskip("lightning")
     out = tmp_path / "r"
     script = [str(SCRIPTS / "lightning_fit.py"), "--steps", "8", "--iterable", "--unit-ms", str(UNIT_MS)]
     run = profile(out, *script)
     assert run.returncode == 0, run.stderr[-3000:]
     tl = read_timeline(out)
-    assert list(tl.copies) == [2] * 8 + [0]
-    assert (tl.bytes.iloc[:8] == 8 * (3 * 8 * 8 * 4 + 8)).all()
+    assert list(tl.copies) == [2] * 8
+    assert (tl.bytes == 8 * (3 * 8 * 8 * 4 + 8)).all()
     assert_own_steps(tl, 8)
     seen = json.loads((out / "meta.json").read_text())["loaders"]["Stream/bs8/w0"]
     assert seen["pattern"] == "fetch-ahead" and seen["row_boundary"] == "optimizer step"
+    assert seen["fetched_unused"] == 1
 
 
 def test_the_lightning_callback_gets_the_same_rows(tmp_path: Path) -> None:
@@ -108,9 +109,10 @@ def test_the_lightning_callback_gets_the_same_rows(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     tl = read_timeline(out)
-    assert list(tl.copies) == [2] * 8 + [0]
+    assert list(tl.copies) == [2] * 8
     assert_own_steps(tl, 8)
-    assert json.loads((out / "meta.json").read_text())["loaders"]["Stream/bs8/w0"]["pattern"] == "fetch-ahead"
+    seen = json.loads((out / "meta.json").read_text())["loaders"]["Stream/bs8/w0"]
+    assert seen["pattern"] == "fetch-ahead" and seen["fetched_unused"] == 1
 
 
 def _loop(order: str, steps: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -141,6 +143,28 @@ def _loop(order: str, steps: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
         auto_hooks.stop()
     assert auto_hooks.failure is None
     return session.close(), session.patterns.summary()
+
+
+@pytest.mark.parametrize("copies", [True, False])
+def test_a_batch_fetched_and_never_used_gets_no_row_where_the_loop_copies(copies: bool) -> None:
+    """A loop that breaks after fetching batch 4: where batches are copied, batch 4 was never trained
+    on (no copy, no step) and is left out, counted; a loop that copies nothing keeps it, as nothing
+    tells its use."""
+    data = torch.utils.data.TensorDataset(torch.rand(24, 3))
+    session = AutoSession("cpu", nvtx=False)
+    auto_hooks.start(session)
+    try:
+        for i, (x,) in enumerate(torch.utils.data.DataLoader(data, batch_size=2)):
+            if i == 4:
+                break
+            y = x.to("cpu") if copies else x
+            y.sum().item()
+    finally:
+        auto_hooks.stop()
+    tl, seen = session.close(), session.patterns.summary()
+    (scenario,) = seen
+    assert len(tl) == (4 if copies else 5)
+    assert seen[scenario]["fetched_unused"] == (1 if copies else 0)
 
 
 @pytest.mark.parametrize("order", ["plain", "ahead"])
@@ -187,6 +211,7 @@ def test_patterns_take_the_most_seen() -> None:
             "pattern": "fetch-ahead",
             "row_boundary": "optimizer step",
             "rows_closed_at": {"optimizer step": 5, "next()": 1},
+            "fetched_unused": 0,
         }
     }
     assert p.pattern("val") == "plain" and p.boundary("val") == "next()"

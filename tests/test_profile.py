@@ -98,14 +98,16 @@ def test_a_lightning_fit(tmp_path: Path, how: str) -> None:
 def test_a_lightning_fetcher_one_batch_ahead_is_found_and_said(tmp_path: Path) -> None:
     """On a dataset of no length Lightning fetches batch n+1 before it copies batch n: each row is
     still one batch (tests/test_in_flight.py checks whose step it holds), and the report says what
-    loop it saw. The batch fetched ahead of the last step is never copied."""
+    loop it saw. The batch fetched ahead of the last step is never copied: it gets no row, and
+    meta.json counts it."""
     pytest.importorskip("lightning")
     out = tmp_path / "r"
     run = profile(out, str(SCRIPTS / "lightning_fit.py"), "--steps", "6", "--iterable")
     assert run.returncode == 0, run.stderr[-3000:]
     tl = read_timeline(out)
-    assert list(tl.copies) == [2] * 6 + [0]  # 7 fetches for 6 steps
+    assert list(tl.copies) == [2] * 6  # 7 fetches for 6 steps: the 7th is no training batch
     assert meta_of(out)["loaders"]["Stream/bs8/w0"]["pattern"] == "fetch-ahead"
+    assert meta_of(out)["loaders"]["Stream/bs8/w0"]["fetched_unused"] == 1
     assert "Stream/bs8/w0: the loop fetches each batch before the step of the one before" in run.stderr
     assert run.stdout == "fit 6 steps\n"  # the program's output alone: pinprof's lines go to stderr
 

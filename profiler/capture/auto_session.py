@@ -191,6 +191,7 @@ class AutoSession:
         self._step_stream: Any = None  # the current stream at the latest fetch with batches in flight
         self._walked: dict[int, int] = {}  # per loader (its profiler's id): batches whose tensors were read
         self._older: set[int] = set()  # loaders where a copy read a batch older than the newest
+        self._copying: set[int] = set()  # loaders whose batches were copied: a batch of one is used so
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -410,10 +411,18 @@ class AutoSession:
             prof._pending.resolve(prof._anchor)
 
     def close_in_flight(self) -> None:
-        """Close every batch in flight (the end of a run): where its step ended it, else now."""
+        """Close every batch in flight (the end of a run): where its step ended it, else now. A batch
+        that a loop fetching ahead took and never used (no copy, no step, in a loop that copies its
+        batches: Lightning's fetcher on a dataset of no length with ``max_steps``, a loop that breaks
+        early) is no training batch: it is left out and counted (meta.json's ``loaders``), as its row
+        held only what the script did after its loop (on the CPU machine, Lightning's teardown read
+        as the step of a batch of 0 bytes)."""
         now = now_ms()
         self._at_next(now)  # what a next() would close, closes; the rest get their end now
         for prof, rec in self.flight:
+            if rec["copies"] == 0 and id(prof) in self._copying and not rec.get("_stepped"):
+                self.patterns.left_unused(str(prof.scenario))
+                continue
             self._close(prof, rec, now, BY_NEXT, at_tent=True)
         self.flight = []
 
@@ -477,6 +486,7 @@ class AutoSession:
         prof, rec = cur = self.cur  # type: ignore[misc]
         if len(self.flight) > 1:
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
+        self._copying.add(id(prof))
         self.cur = None  # pinprof's own copy_ inside is not the user's: the hooks let it through
         try:
             out = prof._copy_into(rec, src)
@@ -515,6 +525,7 @@ class AutoSession:
         if len(self.flight) > 1:
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
+        self._copying.add(id(prof))
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
         nbytes = tensor_bytes(src)
         rec["bytes"] = max(rec["bytes"], 0) + nbytes

@@ -75,6 +75,7 @@ class Patterns:
     def __init__(self) -> None:
         self.seen: dict[str, dict[str, int]] = {}
         self.closed: dict[str, dict[str, int]] = {}
+        self.unused: dict[str, int] = {}  # batches fetched and never copied nor stepped on, by scenario
 
     def saw(self, scenario: str, pattern: str) -> None:
         counts = self.seen.setdefault(scenario, {})
@@ -93,9 +94,17 @@ class Patterns:
         counts = self.closed.get(scenario)
         return max(counts, key=lambda k: counts[k]) if counts else BY_NEXT
 
+    def left_unused(self, scenario: str) -> None:
+        self.unused[scenario] = self.unused.get(scenario, 0) + 1
+
     def summary(self) -> dict[str, dict[str, Any]]:
-        names = sorted(set(self.seen) | set(self.closed))
+        names = sorted(set(self.seen) | set(self.closed) | set(self.unused))
         return {
-            s: {"pattern": self.pattern(s), "row_boundary": self.boundary(s), "rows_closed_at": self.closed.get(s, {})}
+            s: {
+                "pattern": self.pattern(s),
+                "row_boundary": self.boundary(s),
+                "rows_closed_at": self.closed.get(s, {}),
+                "fetched_unused": self.unused.get(s, 0),
+            }
             for s in names
         }
