@@ -114,13 +114,13 @@ def _step_by_cupti(rec: dict[str, Any], end: float, bump: Mark | None) -> None:
 
 
 def _step_by_events(
-    prof: TransferProfiler, rec: dict[str, Any], end_at: Mark | None, tent: Mark | None, bump: Mark | None
+    prof: TransferProfiler, rec: dict[str, Any], tent: Mark | None, at_tent: bool, bump: Mark | None
 ) -> None:
-    """CUDA events: the step ends at ``end_at``'s event (a tentative end the row closes at), else at
-    one recorded now on the current stream; it starts at ``bump``'s event where a later batch's fetch
-    or copy came before it. Events not kept go back to the pool."""
-    if end_at is not None and end_at.event is not None:
-        ev = end_at.event
+    """CUDA events: the step ends at ``tent``'s event where the row closes at its tentative end
+    (``at_tent``), else at one recorded now on the current stream; it starts at ``bump``'s event where
+    a later batch's fetch or copy came before it. Events not kept go back to the pool."""
+    if at_tent and tent is not None and tent.event is not None:
+        ev = tent.event
     else:
         if tent is not None and tent.event is not None:
             prof._pool.put(tent.event)
@@ -191,7 +191,6 @@ class AutoSession:
         self._step_stream: Any = None  # the current stream at the latest fetch with batches in flight
         self._walked: dict[int, int] = {}  # per loader (its profiler's id): batches whose tensors were read
         self._older: set[int] = set()  # loaders where a copy read a batch older than the newest
-        self._copying: set[int] = set()  # loaders whose batches were copied: a batch of one is used so
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -402,7 +401,7 @@ class AutoSession:
         if "_calls" in rec:
             _step_by_cupti(rec, end, bump)
         elif self.cuda:
-            _step_by_events(prof, rec, tent if at_tent else None, tent, bump)
+            _step_by_events(prof, rec, tent, at_tent, bump)
         else:
             _step_by_host(rec, end, bump)
         prof._commit(rec)
@@ -420,7 +419,8 @@ class AutoSession:
         now = now_ms()
         self._at_next(now)  # what a next() would close, closes; the rest get their end now
         for prof, rec in self.flight:
-            if rec["copies"] == 0 and id(prof) in self._copying and not rec.get("_stepped"):
+            # a loader's mode leaves "auto" at its first copy (copy_end, TransferProfiler._copy_into)
+            if rec["copies"] == 0 and prof.mode != "auto" and not rec.get("_stepped"):
                 self.patterns.left_unused(str(prof.scenario))
                 continue
             self._close(prof, rec, now, BY_NEXT, at_tent=True)
@@ -486,7 +486,6 @@ class AutoSession:
         prof, rec = cur = self.cur  # type: ignore[misc]
         if len(self.flight) > 1:
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
-        self._copying.add(id(prof))
         self.cur = None  # pinprof's own copy_ inside is not the user's: the hooks let it through
         try:
             out = prof._copy_into(rec, src)
@@ -525,7 +524,6 @@ class AutoSession:
         if len(self.flight) > 1:
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
-        self._copying.add(id(prof))
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
         nbytes = tensor_bytes(src)
         rec["bytes"] = max(rec["bytes"], 0) + nbytes
