@@ -133,11 +133,12 @@ def tune(
 
     notes: list[str] = []
     code = 0
+    base_tl: pd.DataFrame | None = None  # the first baseline's timeline: its settings and its diagnosis
     try:
         base = one(BASELINE, {})
         if base.error:
             raise TuneFailed(f"the script as it is: {base.error}; see {out / 'trials'}")
-        tl = read_timeline(out / "trials" / f"00-{BASELINE}")
+        tl = base_tl = read_timeline(out / "trials" / f"00-{BASELINE}")
         main = tl.scenario.value_counts().index[0]
         cfg = tl[tl.scenario == main].iloc[0]
         plan = candidates(cfg, os.cpu_count() or 1, only)
@@ -171,7 +172,7 @@ def tune(
     except KeyboardInterrupt:
         notes.append(f"interrupted after {len(runs)} runs: the table holds the runs finished")
         code = 130
-    diags = diagnose(read_timeline(out / "trials" / f"00-{BASELINE}")) if runs and not runs[0].error else []
+    diags = diagnose(base_tl) if base_tl is not None else []
     predicted = {r.name: predicted_saving(diags, r.changes) for r in runs if not r.baseline}
     table = judge(runs, predicted)
     write_tune(
