@@ -88,6 +88,8 @@ log="$OUT/gpu_check.log"
       # against the original (issue: pinprof tune); TUNE_CASES picks some, a call holds two or so.
       tune-check) timeout 580 python3 scripts/tune_check.py --out "$OUT/tune-check" \
                     --cases "${TUNE_CASES:-naive,better,resnet,loader}" --budget-s ${TUNE_BUDGET_S:-150} ;;
+      # Some GPU test files only: GPU_TEST_FILES="tests/test_gpu_prefetcher.py tests/test_gpu_profile.py".
+      gpu-some) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider ${GPU_TEST_FILES:-tests} ;;
       gpu-profile) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_profile.py ;;
       # What CUPTI's Activity API gives and costs in a torch process (scripts/cupti_probe.py).
       cupti-probe) python3 -m pip show nvidia-cuda-cupti cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
