@@ -99,7 +99,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", choices=sorted(CASES), required=True)
     ap.add_argument("--steps", type=int, default=200, help="steps timed (default 200)")
-    ap.add_argument("--warm", type=int, default=20, help="steps before the timed ones (default 20)")
+    ap.add_argument(
+        "--warm", type=int, default=20, help="steps before the timed ones, beside the loader's queue (default 20)"
+    )
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--pin-memory", type=int, choices=(0, 1), default=None)
     ap.add_argument("--non-blocking", type=int, choices=(0, 1), default=None)
@@ -133,13 +135,16 @@ def main() -> None:
 
         batches = profiler.prefetch(forever(loader), device)
     cuda = device.type == "cuda"
+    # The batches the workers queue while the first steps are slow are read faster than the workers
+    # make them: they are warm-up, as pinprof tune's trials count them (num_workers x prefetch_factor).
+    warm = args.warm + loader.num_workers * (loader.prefetch_factor or 0)
     started = 0.0
     for step, (x, y) in enumerate(batches):
-        if step == args.warm:
+        if step == warm:
             if cuda:
                 torch.cuda.synchronize(device)
             started = time.perf_counter()
-        if step == args.warm + args.steps:
+        if step == warm + args.steps:
             break
         x, y = x.to(device, non_blocking=nb), torch.as_tensor(y).to(device, non_blocking=nb)
         if args.case == "better":

@@ -4,6 +4,7 @@ CPU, and a whole tune of a script whose loader waits (``tests/scripts/sleepy_loa
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from profiler.analysis.tune import Run, _rel_se, judge, noise, steady_steps, winner
+from profiler.analysis.tune import Run, _rel_se, judge, noise, steady_steps, t975, winner
 from profiler.capture.knobs import Knobs, apply
 from profiler.errors import UsageError
 from profiler.report.files import read_timeline
@@ -51,6 +52,26 @@ def _run(name: str, order: int, mean: float, sd: float, n: int = 30, seed: int =
     rng = np.random.default_rng(seed + order)
     changes = {} if name == "baseline" else {"num_workers": order}
     return Run(name, changes, order, rng.normal(mean, sd, n))
+
+
+def test_noise_estimated_from_few_baselines_takes_students_quantile() -> None:
+    """The naive benchmark's tune on the H200 (tests/data/h200_tune_naive): five baselines 2.47-3.01
+    ms, 10% apart from run to run. With the normal quantile it judged 16 workers 1.333x (1.019-1.743),
+    and applied by hand they ran 0.901x. The noise is estimated from five values (4 degrees of
+    freedom): with Student's quantile at the sum's degrees of freedom no trial is a winner."""
+    folder = HERE / "data" / "h200_tune_naive"
+    runs = []
+    for order, f in enumerate(sorted(p for p in folder.iterdir() if p.is_dir())):
+        name = f.name[3:]
+        runs.append(Run(name, {} if name == "baseline" else {"trial": name}, order, steady_steps(read_timeline(f))))
+    written = pd.read_csv(folder / "tune.csv", keep_default_na=False)
+    assert written.verdict.iloc[3] == "faster" and float(written.speedup_lo.iloc[3]) > 1  # as it was judged
+    table = judge(runs)
+    assert table.speedup.iloc[3] == pytest.approx(float(written.speedup.iloc[3]))
+    assert table.speedup_lo.iloc[3] < 1 < table.speedup_hi.iloc[3]
+    assert winner(table) is None
+    assert t975(4) == pytest.approx(2.776) and t975(float("inf")) == pytest.approx(1.959964)
+    assert 2.0 < t975(50) < 2.042  # between the table's 30 and 60
 
 
 def test_an_interval_that_holds_one_is_no_measurable_difference() -> None:
@@ -171,6 +192,25 @@ def test_tune_of_a_loop_whose_loader_waits_picks_more_workers(tmp_path: Path) ->
     assert table.verdict.iloc[1] == "faster" and table.speedup_lo.iloc[1] > 1.3
     assert (tmp_path / "t" / "tune.md").read_text().count("num_workers=2") >= 2
     assert table.predicted_ms.notna().iloc[1]  # the diagnosis' prediction beside the measured saving
+
+
+def test_a_trials_warm_up_holds_the_batches_its_workers_queued(tmp_path: Path) -> None:
+    """A tune trial with 2 workers and prefetch_factor 3: the 6 batches they could queue before the
+    loop ran are warm-up beside --skip's 2, and the trial records its 10 steady batches after them.
+    Without workers nothing is added."""
+    counts = {}
+    for workers in (0, 2):
+        knobs = Knobs(num_workers=workers, prefetch_factor=3 if workers else None).to_json()
+        env = {**os.environ, "PINPROF_TUNE": knobs, "PINPROF_TUNE_STOP": "12"}
+        out = tmp_path / f"w{workers}"
+        cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--skip", "2", "--no-plots"]
+        cmd += ["--device", "cpu", "--", "python", str(HERE / "scripts" / "sleepy_loader.py")]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=HERE.parent, env=env)
+        assert run.returncode == 0, run.stderr[-3000:]
+        tl = read_timeline(out)
+        assert set(tl.num_workers) == {workers}
+        counts[workers] = (len(tl), int(tl.warmup.sum()), len(steady_steps(tl)))
+    assert counts == {0: (12, 2, 10), 2: (18, 8, 10)}
 
 
 def test_tune_names_a_bad_knob(tmp_path: Path) -> None:
