@@ -16,7 +16,19 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from profiler.analysis.tune import Run, _rel_se, judge, noise, steady_steps, t975, winner
+from profiler.analysis.diagnose import diagnose
+from profiler.analysis.tune import (
+    Run,
+    _rel_se,
+    by_prediction,
+    judge,
+    noise,
+    predicted_saving,
+    steady_steps,
+    t975,
+    winner,
+)
+from profiler.bench.tune import candidates
 from profiler.capture.knobs import Knobs, apply
 from profiler.errors import UsageError
 from profiler.report.files import read_timeline
@@ -72,6 +84,22 @@ def test_noise_estimated_from_few_baselines_takes_students_quantile() -> None:
     assert winner(table) is None
     assert t975(4) == pytest.approx(2.776) and t975(float("inf")) == pytest.approx(1.959964)
     assert 2.0 < t975(50) < 2.042  # between the table's 30 and 60
+
+
+def test_the_changes_the_diagnosis_predicts_a_saving_for_run_first() -> None:
+    """resnet50 under pinprof profile on the H200 (tests/data/h200_profile_resnet): its diagnosis names
+    the prefetcher (the copy leaves the GPU idle), the last of the five trials its settings give; a
+    budget of two trials must keep it. Trials with no prediction keep their order."""
+    tl = read_timeline(HERE / "data" / "h200_profile_resnet")
+    main = tl.scenario.value_counts().index[0]
+    plan = candidates(tl[tl.scenario == main].iloc[0], 16)
+    assert [n for n, _ in plan][-1] == "prefetcher"
+    diags = diagnose(tl)
+    ordered = by_prediction(plan, diags)
+    assert [n for n, _ in ordered] == ["prefetcher", *[n for n, _ in plan[:-1]]]
+    assert predicted_saving(diags, ordered[0][1]) > 1.0  # ms a batch
+    fake = [("a", {"prefetch_factor": 4}), ("b", {"num_workers": 2}), ("c", {"prefetcher": True})]
+    assert [n for n, _ in by_prediction(fake, [])] == ["a", "b", "c"]  # no diagnosis: as they came
 
 
 def test_an_interval_that_holds_one_is_no_measurable_difference() -> None:

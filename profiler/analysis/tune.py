@@ -239,6 +239,18 @@ def predicted_saving(diags: Sequence[Diagnosis], changes: Mapping[str, Any]) -> 
     return max(gains) if gains else float("nan")
 
 
+def by_prediction(
+    plan: Sequence[tuple[str, dict[str, Any]]], diags: Sequence[Diagnosis]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The trials in the order a budget should keep them: those the diagnosis predicts a saving for,
+    the largest first, then the others as they came. On the H200 a budget that held two trials of
+    four left out the prefetcher, the one change the resnet50 loop's diagnosis named (2.61 ms a
+    batch, ``tests/data/h200_profile_resnet``), to try more workers and a deeper queue first."""
+    gains = [predicted_saving(diags, changes) for _, changes in plan]
+    order = sorted(range(len(plan)), key=lambda i: (np.isnan(gains[i]), -np.nan_to_num(gains[i]), i))
+    return [plan[i] for i in order]
+
+
 def _makes(what: str, sets: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
     for key, value in changes.items():
         if key == "num_workers" and ("num_workers" in sets or "raise num_workers" in what):

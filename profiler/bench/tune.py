@@ -7,7 +7,8 @@ STEPS`` batches are recorded (``PINPROF_TUNE_STOP``), plus the batches its loade
 (``PINPROF_TUNE``, ``profiler.capture.knobs``): nothing is written into the user's code. The order is
 baseline, trial 1, baseline, trial 2, ..., baseline, so that each trial sits between two baseline runs
 and the baselines measure this machine's run-to-run noise. The trials come from the first baseline's
-settings (``candidates``); when several are measurably faster, one more run puts them together. A
+settings (``candidates``), those its diagnosis predicts a saving for first (``by_prediction``), so
+that a budget leaves out the others; when several are measurably faster, one more run puts them together. A
 budget (seconds) bounds the number of runs, from the first run's duration; what it leaves out is said.
 
 Each run's report folder stays under ``OUT/trials/``; ``OUT/tune.csv`` and ``OUT/tune.md`` hold the
@@ -28,7 +29,17 @@ from typing import Any
 import pandas as pd
 
 from profiler.analysis.diagnose import diagnose
-from profiler.analysis.tune import BASELINE, Run, changes_text, judge, noise, predicted_saving, steady_steps
+from profiler.analysis.findings import Diagnosis
+from profiler.analysis.tune import (
+    BASELINE,
+    Run,
+    by_prediction,
+    changes_text,
+    judge,
+    noise,
+    predicted_saving,
+    steady_steps,
+)
 from profiler.bench.script import parse_target
 from profiler.capture.knobs import Knobs
 from profiler.errors import PinprofError, UsageError
@@ -135,6 +146,7 @@ def tune(
     notes: list[str] = []
     code = 0
     base_tl: pd.DataFrame | None = None  # the first baseline's timeline: its settings and its diagnosis
+    diags: list[Diagnosis] = []  # the first baseline's diagnosis: the trials' order, their predicted savings
     try:
         base = one(BASELINE, {})
         if base.error:
@@ -142,7 +154,8 @@ def tune(
         tl = base_tl = read_timeline(out / "trials" / f"00-{BASELINE}")
         main = tl.scenario.value_counts().index[0]
         cfg = tl[tl.scenario == main].iloc[0]
-        plan = candidates(cfg, os.cpu_count() or 1, only)
+        diags = diagnose(base_tl)
+        plan = by_prediction(candidates(cfg, os.cpu_count() or 1, only), diags)
         fits = max(int((budget_s - durations[0]) // max(durations[0], 1e-3)) // 2, 0)
         if len(plan) > fits:
             notes.append(
@@ -173,7 +186,6 @@ def tune(
     except KeyboardInterrupt:
         notes.append(f"interrupted after {len(runs)} runs: the table holds the runs finished")
         code = 130
-    diags = diagnose(base_tl) if base_tl is not None else []
     predicted = {r.name: predicted_saving(diags, r.changes) for r in runs if not r.baseline}
     table = judge(runs, predicted)
     write_tune(
