@@ -163,7 +163,7 @@ class _SlowEnd(torch.utils.data.DataLoader):  # type: ignore[type-arg]
                 time.sleep(self.END_MS / 1e3)
                 raise
 
-        it._next_data = next_data
+        it._next_data = next_data  # type: ignore[method-assign]
         return it
 
 

@@ -98,7 +98,11 @@ def test_the_changes_the_diagnosis_predicts_a_saving_for_run_first() -> None:
     ordered = by_prediction(plan, diags)
     assert [n for n, _ in ordered] == ["prefetcher", *[n for n, _ in plan[:-1]]]
     assert predicted_saving(diags, ordered[0][1]) > 1.0  # ms a batch
-    fake = [("a", {"prefetch_factor": 4}), ("b", {"num_workers": 2}), ("c", {"prefetcher": True})]
+    fake: list[tuple[str, dict[str, Any]]] = [
+        ("a", {"prefetch_factor": 4}),
+        ("b", {"num_workers": 2}),
+        ("c", {"prefetcher": True}),
+    ]
     assert [n for n, _ in by_prediction(fake, [])] == ["a", "b", "c"]  # no diagnosis: as they came
 
 
