@@ -165,8 +165,11 @@ class TransferProfiler:
                 count += 1
 
     def _new_epoch(self, it: Any) -> None:
-        """``it`` is the loader's iterator now: a different one from before starts the next epoch."""
-        if id(it) != self._iterator_id:
+        """``it`` is the loader's iterator now: a different one from before starts the next epoch, and
+        so does a DataLoader iterator before its pass's first batch (``_num_yielded`` 0): with
+        ``persistent_workers`` every pass reuses one iterator, and a new one can take a freed one's
+        address (``id``), as every epoch of a loop with no workers did on the CPU machine."""
+        if id(it) != self._iterator_id or getattr(it, "_num_yielded", None) == 0:
             self._epoch += 1
             self._iterator_id = id(it)
 

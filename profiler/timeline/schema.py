@@ -5,7 +5,7 @@ milliseconds; an empty cell (NaN) means "not measured", never 0):
 
 identity
     run (str), scenario (str: mode and loader settings), mode (str), batch (int, 0-based),
-    epoch (int, 0-based: which pass over the loader, a new iterator each; 0 in files from elsewhere),
+    epoch (int, 0-based: which pass over the loader, a new iterator or a pass started again; 0 in files from elsewhere),
     warmup (bool: start-up batches, excluded from the figures: ``profiler.analysis.warmup``), rank, local_rank, world_size (int; 0, 0, 1 outside
     torch.distributed)
 data
