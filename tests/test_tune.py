@@ -30,6 +30,7 @@ from profiler.analysis.tune import (
 )
 from profiler.bench.tune import candidates
 from profiler.capture.knobs import Knobs, apply
+from profiler.capture.trial import window
 from profiler.errors import UsageError
 from profiler.report.files import read_timeline
 
@@ -228,21 +229,30 @@ def test_tune_of_a_loop_whose_loader_waits_picks_more_workers(tmp_path: Path) ->
 
 def test_a_trials_warm_up_holds_the_batches_its_workers_queued(tmp_path: Path) -> None:
     """A tune trial with 2 workers and prefetch_factor 3: the 6 batches they could queue before the
-    loop ran are warm-up beside --skip's 2, and the trial records its 10 steady batches after them.
-    Without workers nothing is added."""
+    loop ran are warm-up beside --skip's 2. Its loader has 100 batches an epoch, at most 10 times the
+    10 steps asked: the trial measures that whole epoch's worth, one epoch's start among them (batch
+    100 for no workers, 106 for two). Without workers no warm-up is added."""
     counts = {}
     for workers in (0, 2):
         knobs = Knobs(num_workers=workers, prefetch_factor=3 if workers else None).to_json()
         env = {**os.environ, "PINPROF_TUNE": knobs, "PINPROF_TUNE_STOP": "12"}
         out = tmp_path / f"w{workers}"
         cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--skip", "2", "--no-plots"]
-        cmd += ["--device", "cpu", "--", "python", str(HERE / "scripts" / "sleepy_loader.py")]
+        cmd += ["--device", "cpu", "--", "python", str(HERE / "scripts" / "sleepy_loader.py"), "--one-loader"]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=HERE.parent, env=env)
         assert run.returncode == 0, run.stderr[-3000:]
         tl = read_timeline(out)
         assert set(tl.num_workers) == {workers}
         counts[workers] = (len(tl), int(tl.warmup.sum()), len(steady_steps(tl)))
-    assert counts == {0: (12, 2, 10), 2: (18, 8, 10)}
+        assert set(tl.epoch[~tl.warmup.astype(bool)]) == {0, 1}  # an epoch's start is measured
+    assert counts == {0: (102, 2, 100), 2: (108, 8, 100)}
+
+
+def test_a_trial_measures_whole_epochs_where_they_are_short() -> None:
+    assert window(30, None) == 30  # no length (an iterable dataset): the steps asked
+    assert window(30, 128) == 128  # one epoch holds the 30 steps
+    assert window(30, 16) == 32  # two epochs of 16
+    assert window(30, 300) == 300 and window(30, 301) == 30  # up to EPOCH_SPAN times the steps
 
 
 def test_tune_names_a_bad_knob(tmp_path: Path) -> None:

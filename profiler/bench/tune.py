@@ -3,7 +3,8 @@ and what each fix measurably buys (``profiler.analysis.tune``).
 
 Every run is ``pinprof profile --skip SKIP`` of the unmodified script, stopped once ``SKIP +
 STEPS`` batches are recorded (``PINPROF_TUNE_STOP``), plus the batches its loader's workers can queue
-(``num_workers x prefetch_factor``, warm-up too: ``AutoSession.profiler_for``), with one configuration applied through the hooks
+(``num_workers x prefetch_factor``, warm-up too), and measuring whole epochs where they are short
+(``profiler.capture.trial``), with one configuration applied through the hooks
 (``PINPROF_TUNE``, ``profiler.capture.knobs``): nothing is written into the user's code. The order is
 baseline, trial 1, baseline, trial 2, ..., baseline, so that each trial sits between two baseline runs
 and the baselines measure this machine's run-to-run noise. The trials come from the first baseline's

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from profiler.capture import rows
+from profiler.capture import rows, trial
 from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
@@ -174,7 +174,7 @@ class AutoSession:
         self._keep: list[Any] = []  # the datasets keyed by id: kept alive, so no id is reused
         self.cur: tuple[TransferProfiler, dict[str, Any]] | None = None
         self.batches = 0
-        self.queued = 0  # a tune trial's loaders' largest queue: batches added to the stop (profiler_for)
+        self.trial_extra = 0  # a tune trial's batches past its --skip + steps (profiler_for, capture.trial)
         # Completed batches go to the journal every ``flush`` interval (PINPROF_FLUSH_S, 2 s) from a
         # thread of their own (``rows.JournalWriter``): a kill -9 loses at most the last interval, and
         # the loop's thread pays nothing for the appends (on the H200 an append cost 10-20 ms of it).
@@ -208,18 +208,20 @@ class AutoSession:
             name = clean(f"{type(dataset).__name__}/bs{cfg['batch_size']}/w{cfg['num_workers']}")
             names = {p.scenario for p in self.profs.values()}
             name = name if name not in names else f"{name}#{len(self.profs) + 1}"
-            # In a tune trial, the batches the workers queued before the loop ran (num_workers x
-            # prefetch_factor) are warm-up too: a first step of 0.37 s let 16 workers queue 32 batches,
-            # and a 30-batch trial read the queue at 2.7 ms a batch where the workers give 4.6.
-            queued = cfg["num_workers"] * (cfg["prefetch_factor"] or 0) if self.stop_after is not None else 0
-            self.queued = max(self.queued, queued)
+            # A tune trial (profiler.capture.trial): the workers' queue is warm-up, and a short epoch
+            # is measured whole; the trial stops that much later.
+            ready = 0
+            if self.stop_after is not None:
+                ready, steps = trial.queued(cfg), self.stop_after - self.skip
+                more = ready + trial.window(steps, trial.epoch_batches(it)) - steps
+                self.trial_extra = max(self.trial_extra, more)
             prof = TransferProfiler(
                 "auto",
                 self.device,
                 nvtx=self.nvtx,
                 run=self.run,
                 scenario=name,
-                warmup=self.skip + queued,
+                warmup=self.skip + ready,
                 origin_ms=self.origin,
                 config=cfg,
                 gate=self.gate,  # on unless asked: pinprof's own pinned copies go behind it (copy_pinned)
@@ -233,7 +235,7 @@ class AutoSession:
         """Before the loader's real ``__next__``: rows close where this ``next()`` ends them, this
         loader's next batch starts (None once ``limit`` batches of it were recorded)."""
         self._at_next()
-        if self.stop_after is not None and self.batches >= self.stop_after + self.queued:
+        if self.stop_after is not None and self.batches >= self.stop_after + self.trial_extra:
             raise TrialDone(f"{self.batches} batches recorded")
         self._fetched_since_step = True
         prof = self.profiler_for(it)

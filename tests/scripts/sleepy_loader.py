@@ -1,7 +1,9 @@
 """A loop whose dataset waits 4 ms an item (as a slow disk or decode would), with no workers: more
 workers make it faster, which ``pinprof tune`` must find (tests/test_tune.py). Nothing of pinprof in it.
 
-    python tests/scripts/sleepy_loader.py [--epochs 2]
+    python tests/scripts/sleepy_loader.py [--epochs 2] [--one-loader]
+
+``--one-loader``: one DataLoader iterated every epoch (the default builds one an epoch).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ class Sleepy(Dataset[torch.Tensor]):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--one-loader", action="store_true")
     args = p.parse_args()
     model = torch.nn.Linear(8, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(Sleepy(), batch_size=4, num_workers=0)
     for _ in range(args.epochs):
-        for x in DataLoader(Sleepy(), batch_size=4, num_workers=0):
+        for x in loader if args.one_loader else DataLoader(Sleepy(), batch_size=4, num_workers=0):
             model(x.to("cpu")).sum().backward()
             opt.step()
             opt.zero_grad()
