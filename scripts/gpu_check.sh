@@ -85,9 +85,11 @@ log="$OUT/gpu_check.log"
       rows) timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
       rows-cupti) PINPROF_BACKEND=cupti timeout 400 python3 scripts/rows_check.py --out "$OUT/rows-cupti" ;;
       # pinprof tune of four scripts as people write them, each winner applied by hand and timed
-      # against the original (issue: pinprof tune); TUNE_CASES picks some, a call holds two or so.
+      # against the original (issue: pinprof tune); TUNE_CASES picks some, a call holds two or so;
+      # TUNE_ONLY=pin_memory,prefetcher tries those knobs only.
       tune-check) timeout 580 python3 scripts/tune_check.py --out "$OUT/tune-check" \
-                    --cases "${TUNE_CASES:-naive,better,resnet,loader}" --budget-s ${TUNE_BUDGET_S:-150} ;;
+                    --cases "${TUNE_CASES:-naive,better,resnet,loader}" --budget-s ${TUNE_BUDGET_S:-150} \
+                    --only "${TUNE_ONLY:-}" ;;
       # Some GPU test files only: GPU_TEST_FILES="tests/test_gpu_prefetcher.py tests/test_gpu_profile.py".
       gpu-some) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider ${GPU_TEST_FILES:-tests} ;;
       gpu-profile) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_profile.py ;;

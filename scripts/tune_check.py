@@ -5,7 +5,7 @@ edit the code) timed against the original, alternated processes, each printing i
 (``STEP_MS``); the measured speedup beside the interval tune gave.
 
     python scripts/tune_check.py --out DIR [--cases naive,better,resnet,loader] [--rounds 3]
-        [--tune-steps 30] [--steps 100] [--budget-s 300] [--device cuda]
+        [--tune-steps 30] [--steps 100] [--budget-s 300] [--device cuda] [--only KNOB,...]
 
 Writes ``DIR/<case>/tune/`` (tune's folder) and prints, per case, the tune table's winner and
 ``applied by hand: speedup X (original A ms, applied B ms a step, medians of R alternated rounds);
@@ -57,7 +57,9 @@ def check(case: str, out: Path, args: argparse.Namespace) -> None:
     script = [sys.executable, str(TARGETS), "--case", case, "--device", args.device]
     folder = out / case / "tune"
     tune = [sys.executable, "-m", "profiler", "tune", "--out", str(folder), "--steps", str(args.tune_steps)]
-    tune += ["--budget-s", str(args.budget_s), "--device", args.device, "--", *script, "--steps", "100000"]
+    tune += ["--budget-s", str(args.budget_s), "--device", args.device]
+    tune += ["--only", args.only] if args.only else []
+    tune += ["--", *script, "--steps", "100000"]
     print(f"== {case}: {' '.join(tune)}", flush=True)
     done = subprocess.run(tune, text=True, timeout=args.budget_s + 300)
     if done.returncode != 0:
@@ -96,6 +98,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100, help="steps timed in each side-by-side process (default 100)")
     ap.add_argument("--budget-s", type=float, default=300.0, help="pinprof tune --budget-s (default 300)")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--only", default="", help="pinprof tune --only KNOB,... (default: every knob)")
     args = ap.parse_args()
     for case in filter(None, (c.strip() for c in args.cases.split(","))):
         check(case, args.out, args)
