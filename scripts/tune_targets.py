@@ -32,6 +32,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from profiler.capture.trial import queued
+
 CASES: dict[str, dict[str, Any]] = {
     "naive": {"batch": 64, "workers": 0, "pin": False, "nb": False, "items": 50_000, "shape": (3, 32, 32)},
     "better": {"batch": 1024, "workers": 6, "pin": True, "nb": True, "items": 50_000, "shape": (3, 32, 32)},
@@ -148,8 +150,8 @@ def main() -> None:
         batches = profiler.prefetch(forever(loader), device)
     cuda = device.type == "cuda"
     # The batches the workers queue while the first steps are slow are read faster than the workers
-    # make them: they are warm-up, as pinprof tune's trials count them (num_workers x prefetch_factor).
-    warm = args.warm + loader.num_workers * (loader.prefetch_factor or 0)
+    # make them: they are warm-up, as pinprof tune's trials count them.
+    warm = args.warm + queued({"num_workers": loader.num_workers, "prefetch_factor": loader.prefetch_factor})
     started = 0.0
     for step, (x, y) in enumerate(batches):
         if step == warm:

@@ -107,18 +107,14 @@ def t975(df: float) -> float:
     return float(np.interp(1 / df, inv[::-1], val[::-1]))
 
 
-def _rel_se(x: np.ndarray) -> float:
+def _rel_se(x: np.ndarray) -> tuple[float, float]:
     """The relative standard error of ``x``'s mean (NaN for fewer than two values), from the means of
     blocks of consecutive batches (the batch-means method): a loader's batches are not independent.
     With 2 workers on the 2-core machine they alternated 2 and 16 ms, a spread of +/-7 ms whose mean
     over any two batches barely moves; a loader that stalls for several batches in a row spreads less
     batch to batch than its mean does. Blocks of sqrt(n) batches (6 of 40) take in both; with fewer
-    than ``MIN_BLOCKS`` blocks, the batches' own spread."""
-    return _se_df(x)[0]
-
-
-def _se_df(x: np.ndarray) -> tuple[float, float]:
-    """``_rel_se`` and its degrees of freedom (the number of blocks, or of batches, less one)."""
+    than ``MIN_BLOCKS`` blocks, the batches' own spread. With its degrees of freedom: the number of
+    blocks, or of batches, less one."""
     n = len(x)
     if n < 2:
         return float("nan"), float("nan")
@@ -184,8 +180,8 @@ def judge(runs: Sequence[Run], predicted: Mapping[str, float] | None = None) -> 
         ref = float(np.mean([np.mean(b.steps_ms) for b in near]))
         # the trial's own error; each neighbour's, as the mean of len(near) means; the run-to-run
         # noise, estimated from all the baseline runs
-        parts = [_se_df(r.steps_ms)]
-        parts += [(se / len(near), d) for se, d in (_se_df(b.steps_ms) for b in near)]
+        parts = [_rel_se(r.steps_ms)]
+        parts += [(se / len(near), d) for se, d in (_rel_se(b.steps_ms) for b in near)]
         if not np.isnan(run_sd):
             parts.append((run_sd * np.sqrt(1 + 1 / len(near)), float(len(base) - 1)))
         rel, t = _interval(parts)
