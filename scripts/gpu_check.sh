@@ -62,6 +62,10 @@ log="$OUT/gpu_check.log"
       record-cupti) timeout 120 python3 scripts/record_cupti.py --out "$OUT/record-cupti" ;;
       cupti) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_cupti.py ;;
       backends) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} ;;
+      # The recorder's cost, this checkout against an older one (events on both), side by side. Carry
+      # the older package as .base: mkdir .base && git archive COMMIT profiler | tar x -C .base
+      bench-base) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} \
+                    --baseline "${BASELINE:-.base}" ;;
       # The resnet50 loop with CUPTI's records. Hangs on the H200 (2026-12-03: the watchdog prints the
       # stacks), even with no flush mid-block. Steps cupti-late and cupti-toggle do not reproduce it (a
       # flush, a handover and back, a late start, with the loader running): the cause is not found.
