@@ -84,6 +84,21 @@ log="$OUT/gpu_check.log"
       # a torch.profiler started mid-run), after each 2nd step, then after each 5th.
       cupti-toggle) for t in 2 5; do timeout 80 python3 scripts/cupti_late_start.py --before 3 --after 30 \
                       --toggle $t --workers 12 --watchdog 60; done ;;
+      # The bench's CUPTI hang, with one of pinprof's CUPTI calls taken away per run (scripts/cupti_hang.py).
+      # A run still going after HANG_WAIT s is hung: the native stacks of its Python threads (py-spy,
+      # carried as .dbg/*.whl) and each thread's kernel wait channel are printed, then it is killed.
+      cupti-hang) if ls .dbg/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl; fi
+                  for v in ${HANG_VARIANTS:-as-is flush-off quiet-drainer quiet-flush-off}; do
+                    python3 scripts/cupti_hang.py $v -- --rounds ${HANG_ROUNDS:-2} --steps 40 & pid=$!
+                    for _ in $(seq ${HANG_WAIT:-75}); do kill -0 $pid 2>/dev/null || break; sleep 1; done
+                    if kill -0 $pid 2>/dev/null; then
+                      echo "cupti-hang $v: HUNG (still running after ${HANG_WAIT:-75} s)"
+                      [ -x /tmp/dbg/bin/py-spy ] && timeout 60 /tmp/dbg/bin/py-spy dump --native --pid $pid
+                      for t in /proc/$pid/task/*; do echo "task $(basename $t) $(cat $t/comm): $(cat $t/wchan)"; done
+                      kill -9 $pid
+                    fi
+                    wait $pid; echo "cupti-hang $v rc=$?"
+                  done ;;
       # Whose step each row holds (issue: a row is a batch): Accelerate, timm, Lightning on an iterable
       # dataset, a prefetcher, each step k x M matmuls set by its batch, against CUPTI's unit.
       rows) timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
