@@ -14,7 +14,9 @@ runs the bench with one part of that taken away:
 - ``no-drainer``: no recorder thread; buffers are read at the forced collects only;
 - ``flush-off``: no periodic flush by CUPTI's own thread (``PINPROF_CUPTI_FLUSH_MS=0``): buffers come
   back when full;
-- ``quiet-flush-off``: both ``quiet-drainer`` and ``flush-off``.
+- ``quiet-flush-off``: both ``quiet-drainer`` and ``flush-off``;
+- ``early``: nothing taken away, but the recorder starts as soon as the model is built, before the
+  warm-up's first step (the bench starts it at its first profiled block, after 80 steps).
 
     python scripts/cupti_hang.py VARIANT -- [bench_profile_overhead.py arguments]
 """
@@ -30,7 +32,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-VARIANTS = ("as-is", "quiet-drainer", "no-drainer", "flush-off", "quiet-flush-off")
+VARIANTS = ("as-is", "quiet-drainer", "no-drainer", "flush-off", "quiet-flush-off", "early")
 
 
 def patch(variant: str) -> None:
@@ -48,6 +50,26 @@ def patch(variant: str) -> None:
 
         CuptiClock.update = main_only  # type: ignore[method-assign]
         CuptiRecorder._count_dropped = lambda self, ctx, stream: None  # type: ignore[method-assign]
+    elif variant == "early":
+        sys.path.insert(0, str(HERE))
+        import resnet_train
+        import torch
+
+        from profiler.capture import backend
+
+        build = resnet_train.build
+
+        def built(*args: Any, **kwargs: Any) -> Any:
+            got = build(*args, **kwargs)
+            os.environ["PINPROF_BACKEND"] = "cupti"
+            from profiler.settings import current
+
+            current.cache_clear()
+            rec = backend.recorder(torch.device("cuda"))
+            print(f"cupti_hang: recorder started before the warm-up: {rec is not None and rec.active}", flush=True)
+            return got
+
+        resnet_train.build = built  # the bench imports it by name after this
     elif variant == "no-drainer":
 
         def idle(self: Any) -> None:

@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--before", type=int, default=3, help="training steps before the records start (default 3)")
     ap.add_argument("--after", type=int, default=20, help="training steps after (default 20)")
     ap.add_argument("--workers", type=int, default=4, help="loader workers (default 4)")
+    ap.add_argument("--batch-size", type=int, default=128, help="images a batch (default 128; the bench's 256)")
     ap.add_argument(
         "--flush-mid", choices=("none", "forced", "plain"), default="none", help="a flush halfway (default none)"
     )
@@ -50,7 +51,7 @@ def main() -> None:
     ap.add_argument("--watchdog", type=float, default=45, help="seconds before a hung process exits (default 45)")
     args = ap.parse_args()
     faulthandler.dump_traceback_later(args.watchdog, exit=True)
-    model, opt, loader = build(128, args.workers, 10_000)
+    model, opt, loader = build(args.batch_size, args.workers, args.batch_size * (args.before + args.after + 2) + 10_000)
     it = batches(loader)
     for _ in range(args.before):
         step(model, opt, *next(it))
