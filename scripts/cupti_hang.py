@@ -15,6 +15,8 @@ runs the bench with one part of that taken away:
 - ``flush-off``: no periodic flush by CUPTI's own thread (``PINPROF_CUPTI_FLUSH_MS=0``): buffers come
   back when full;
 - ``quiet-flush-off``: both ``quiet-drainer`` and ``flush-off``;
+- ``gate-off``: no stream gate (``PINPROF_GATE=0``): the session's first anchor, right after the
+  recorder starts, holds no stream and writes no flag back;
 - ``early``: nothing taken away, but the recorder starts as soon as the model is built, before the
   warm-up's first step (the bench starts it at its first profiled block, after 80 steps).
 
@@ -32,13 +34,15 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-VARIANTS = ("as-is", "quiet-drainer", "no-drainer", "flush-off", "quiet-flush-off", "early")
+VARIANTS = ("as-is", "quiet-drainer", "no-drainer", "flush-off", "quiet-flush-off", "gate-off", "early")
 
 
 def patch(variant: str) -> None:
     """Take away the part ``variant`` names (see the module's docstring)."""
     from profiler.capture.cupti.recorder import CuptiClock, CuptiRecorder
 
+    if variant == "gate-off":
+        os.environ["PINPROF_GATE"] = "0"
     if variant in ("flush-off", "quiet-flush-off"):
         os.environ["PINPROF_CUPTI_FLUSH_MS"] = "0"
     if variant in ("quiet-drainer", "quiet-flush-off"):
