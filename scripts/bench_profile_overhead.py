@@ -114,7 +114,7 @@ def run_blocks(
     # CUPTI, once on, is process-wide: a bare block after a profiled one would pay for its records
     # too. So it is handed back before each bare block and taken again before each profiled one
     # (outside the timed blocks), as the bare script and the profiled script would run.
-    rec = backend.recorder(torch.device(DEVICE))
+    rec = backend.start(torch.device(DEVICE), late_ok=True)  # started before the warm-up unless --late-cupti
     for kind in order:
         if kind == "bare":
             if rec is not None:
@@ -229,6 +229,12 @@ def main() -> None:
     )
     p.add_argument("--cupti", action="store_true", help="time the GPU with CUPTI (PINPROF_BACKEND=cupti)")
     p.add_argument(
+        "--late-cupti",
+        action="store_true",
+        help="with --cupti: start CUPTI's records after the warm-up, not before the model is built (this hung "
+        "on the H200: profiler.capture.backend)",
+    )
+    p.add_argument(
         "--watchdog",
         type=float,
         default=0.0,
@@ -242,6 +248,8 @@ def main() -> None:
     if args.cupti:
         os.environ["PINPROF_BACKEND"] = "cupti"
         current.cache_clear()
+        if not args.late_cupti:
+            backend.start(torch.device(DEVICE))  # before any CUDA work, as pinprof profile starts them
     init = None
     if args.isolate:  # the workers inherit the main process's cores when they start: give them the rest
         cores = sorted(os.sched_getaffinity(0))

@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
-"""Which of pinprof's own CUPTI calls the bench's hang needs (on a GPU; ``scripts/gpu_check.sh`` step
-``cupti-hang``).
+"""What the resnet50 bench's CUPTI hang needs (on a GPU; ``scripts/gpu_check.sh`` step ``cupti-hang``).
 
-``scripts/bench_profile_overhead.py --cupti`` hung on the H200 (2026-12-03) with the autograd
-engine's thread in ``cuLaunchKernelEx`` waiting for a lock in the driver, while the recorder's own
-thread (``pinprof-cupti``) calls CUPTI for every buffer it reads: ``cuptiGetTimestamp`` for the
-clock's pair and ``cuptiActivityGetNumDroppedRecords``, concurrently with the loop's launches. This
-runs the bench with one part of that taken away:
+``scripts/bench_profile_overhead.py --cupti --late-cupti`` starts CUPTI's records after its 40-step
+warm-up, hands them back for its first bare block and takes them again for its first profiled block.
+On the H200 it hung there every time: the autograd engine's thread in ``cuLaunchKernelEx`` (cuBLASLt
+under cuDNN's weight gradient) waiting for a driver lock, every other thread idle. This runs that
+bench with one part taken away:
 
 - ``as-is``: nothing changed;
 - ``quiet-drainer``: the recorder's thread reads buffers but calls nothing of CUPTI (no dropped
@@ -15,10 +14,12 @@ runs the bench with one part of that taken away:
 - ``flush-off``: no periodic flush by CUPTI's own thread (``PINPROF_CUPTI_FLUSH_MS=0``): buffers come
   back when full;
 - ``quiet-flush-off``: both ``quiet-drainer`` and ``flush-off``;
-- ``gate-off``: no stream gate (``PINPROF_GATE=0``): the session's first anchor, right after the
-  recorder starts, holds no stream and writes no flag back;
-- ``early``: nothing taken away, but the recorder starts as soon as the model is built, before the
-  warm-up's first step (the bench starts it at its first profiled block, after 80 steps).
+- ``gate-off``: no stream gate (``PINPROF_GATE=0``);
+- ``early``: the records start before the model is built (the bench's default without
+  ``--late-cupti``, as ``pinprof profile`` starts them before the script).
+
+On the H200 (2026-12-04): ``as-is``, ``flush-off``, ``quiet-drainer``, ``quiet-flush-off``,
+``gate-off``, and ``as-is`` with ``CUDA_MODULE_LOADING=EAGER`` hung; ``early`` ran to its end.
 
     python scripts/cupti_hang.py VARIANT -- [bench_profile_overhead.py arguments]
 """
@@ -54,26 +55,6 @@ def patch(variant: str) -> None:
 
         CuptiClock.update = main_only  # type: ignore[method-assign]
         CuptiRecorder._count_dropped = lambda self, ctx, stream: None  # type: ignore[method-assign]
-    elif variant == "early":
-        sys.path.insert(0, str(HERE))
-        import resnet_train
-        import torch
-
-        from profiler.capture import backend
-
-        build = resnet_train.build
-
-        def built(*args: Any, **kwargs: Any) -> Any:
-            got = build(*args, **kwargs)
-            os.environ["PINPROF_BACKEND"] = "cupti"
-            from profiler.settings import current
-
-            current.cache_clear()
-            rec = backend.recorder(torch.device("cuda"))
-            print(f"cupti_hang: recorder started before the warm-up: {rec is not None and rec.active}", flush=True)
-            return got
-
-        resnet_train.build = built  # the bench imports it by name after this
     elif variant == "no-drainer":
 
         def idle(self: Any) -> None:
@@ -91,7 +72,8 @@ def main() -> None:
         rest = rest[1:]
     patch(variant)
     print(f"cupti_hang: {variant}", flush=True)
-    sys.argv = [str(HERE / "bench_profile_overhead.py"), "--cupti", *rest]
+    late = [] if variant == "early" else ["--late-cupti"]
+    sys.argv = [str(HERE / "bench_profile_overhead.py"), "--cupti", *late, *rest]
     sys.path.insert(0, str(HERE))
     runpy.run_path(sys.argv[0], run_name="__main__")
 

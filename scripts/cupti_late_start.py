@@ -56,7 +56,7 @@ def main() -> None:
     for _ in range(args.before):
         step(model, opt, *next(it))
     t0 = time.perf_counter()
-    rec = backend.recorder(torch.device("cuda"))
+    rec = backend.start(torch.device("cuda"), late_ok=True)  # late on purpose
     print(
         f"recorder started after {args.before} steps: {rec is not None and rec.active} ({backend.describe()})",
         flush=True,

@@ -66,10 +66,9 @@ log="$OUT/gpu_check.log"
       # the older package as .base: mkdir .base && git archive COMMIT profiler | tar x -C .base
       bench-base) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} \
                     --baseline "${BASELINE:-.base}" ;;
-      # The resnet50 loop with CUPTI's records. Hangs on the H200 (2026-12-03: the watchdog prints the
-      # stacks), even with no flush mid-block. Steps cupti-late and cupti-toggle do not reproduce it (a
-      # flush, a handover and back, a late start, with the loader running): the cause is not found.
-      # Step process measures the same loop process against process, with one flush at the end.
+      # The resnet50 loop with CUPTI's records, started before the model is built (as pinprof profile
+      # starts them). Started after the warm-up (--late-cupti) it hung on the H200 every time (step
+      # cupti-hang). Step process measures the same loop process against process.
       profile-cupti) timeout 240 python3 scripts/bench_profile_overhead.py --cupti --watchdog 200 --rounds ${PROFILE_ROUNDS:-8} ;;
       # pinprof profile against the bare script, process against process (CUPTI is process-wide);
       # PINPROF_BACKEND picks the clock.

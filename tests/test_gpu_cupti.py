@@ -32,6 +32,13 @@ KiB, MiB = 1 << 10, 1 << 20
 DEV = torch.device("cuda")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _records_on() -> None:
+    """CUPTI's records for this module. In a run of every GPU test, others ran CUDA work first, and the
+    backend refuses to start by itself that late (``profiler.capture.backend``): started on purpose."""
+    backend.start(DEV, late_ok=True)
+
+
 def kineto(fn: Callable[[], Any]) -> list[dict[str, Any]]:
     """The memcpy and kernel events torch.profiler records while ``fn`` runs (ns precision)."""
     from torch.profiler import ProfilerActivity, profile

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiler.capture import auto_hooks
+from profiler.capture import auto_hooks, backend
 from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession, TrialDone
 from profiler.capture.devices import rank_info
@@ -152,6 +152,8 @@ def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None,
     """Run ``target`` with the hooks on; (exit status, what interrupted it, its error text)."""
     previous = install_sigterm()
     original_exit, ours = _keep_on_exit(session)
+    if session.cuda:
+        backend.start(session.device)  # CUPTI's records, if asked for, before any CUDA work of the script
     auto_hooks.start(session)
     try:
         _run(target)

@@ -2,14 +2,22 @@
 
 CUPTI is exact (each record is the copy or kernel as the device ran it; an event pair around a host
 call also times the host's dispatch: 0.164 ms against CUPTI's 0.0155 ms for the blocking copies of an
-Accelerate batch on the H200). ``PINPROF_BACKEND=cupti`` turns it on. It is not the default yet: on
-the H200 a resnet50 loop with 12 loader workers under it (``scripts/bench_profile_overhead.py``)
-printed nothing in 200 s, where it takes well under that with events; CUPTI calls the buffer
-callbacks, which need Python's lock, from its own threads, and a wait between the two is the
-suspect. Until that is found, the events stay the default.
+Accelerate batch on the H200). ``PINPROF_BACKEND=cupti`` turns it on. It is not the default yet.
+
+When the records start matters. On the H200 (2026-12-04, ``scripts/cupti_hang.py``), the resnet50
+bench (``scripts/bench_profile_overhead.py --cupti``, 12 loader workers) hung every time its records
+started at its first profiled block, after 80 training steps: the autograd engine's thread waited
+for a driver lock in ``cuLaunchKernelEx`` (cuBLASLt under cuDNN's weight gradient), every other
+thread idle. It hung the same with no periodic flush, with the recorder's thread making no CUPTI call,
+with no stream gate, and with eager module loading. Started before the warm-up's first step, the same
+bench ran to its end (109,434 kernel records). So the records start as early as pinprof can start
+them: ``pinprof profile`` starts them before the script runs (``start``); a ``TransferProfiler``
+created after the process's CUDA work began gets the events instead, and the report says why, unless
+the caller started CUPTI on purpose (``start(device, late_ok=True)``).
 
 Asked for, CUPTI falls back to the events, and the report says why, where:
 
+- the process's CUDA work had begun when the records were first asked for (above);
 - a CUDA tool is attached (``CUDA_INJECTION64_PATH``: Nsight Systems, whose CUPTI client refuses a
   second one), or torch.profiler is running (enabling records under Kineto hung the process on the
   H200);
@@ -38,18 +46,34 @@ _why = ""
 _said = False
 
 
+LATE = (
+    "CUPTI's records were first asked for after this process's CUDA work had begun; started that late "
+    "they hung a resnet50 training loop on the H200, so CUDA events time this run. Run the script under "
+    "pinprof profile, which starts them before the script, or call profiler.capture.backend.start() "
+    "before the first CUDA work"
+)
+
+
 def recorder(device: torch.device) -> CuptiRecorder | None:
-    """The process's CUPTI recorder, started on first use; None where the events time the GPU."""
+    """The process's CUPTI recorder, started on first use unless CUDA work has begun (see the module's
+    docstring); None where the events time the GPU."""
+    return start(device)
+
+
+def start(device: torch.device, *, late_ok: bool = False) -> CuptiRecorder | None:
+    """Start CUPTI's records now, where ``PINPROF_BACKEND=cupti`` asks for them (once a process: later
+    calls return the same recorder). ``late_ok``: start even though CUDA work has begun (a test or a
+    script that starts late on purpose)."""
     global _recorder, _tried, _why
     if device.type != "cuda":
         return None
-    if not _tried:
+    if not _tried or (late_ok and _why == LATE):  # a caller that starts late on purpose may after a refusal
         _tried = True
-        _recorder, _why = _start()
+        _recorder, _why = _start(late_ok)
     return _recorder  # it may be handed over now and then (``active``): callers ask per batch
 
 
-def _start() -> tuple[CuptiRecorder | None, str]:
+def _start(late_ok: bool) -> tuple[CuptiRecorder | None, str]:
     s = current()
     if s.backend != "cupti":
         return None, ""  # the default: nothing to say
@@ -57,6 +81,8 @@ def _start() -> tuple[CuptiRecorder | None, str]:
         return None, "a CUDA tool is attached (Nsight Systems, or another CUPTI client): CUPTI's records are its"
     if torch.autograd.profiler._is_profiler_enabled:
         return None, "torch.profiler is running: its Kineto holds CUPTI"
+    if not late_ok and torch.cuda.is_initialized():
+        return None, LATE
     cuda = torch.version.cuda
     lib, why = load(cuda.split(".")[0] if cuda else None)
     if lib is None:
