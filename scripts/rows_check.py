@@ -95,20 +95,25 @@ def main() -> None:
             continue
         tl = read_timeline(out)
         rows = tl[tl.copies > 0]
-        own, other = [], []
-        for b, ms in zip(rows.batch, rows.compute_ms):
+        own, other, where = [], [], []
+        for b, ms, host in zip(rows.batch, rows.compute_ms, rows.batch_ms):
             if b < 4:
                 continue
             k, before = b % 4 + 1, (b - 1) % 4 + 1
             own.append(ms / (k * unit))
             other.append(ms / (before * unit))
+            where.append((int(b), float(host)))
         loaders = json.loads((out / "meta.json").read_text()).get("loaders", {})
         head = next((ln for ln in (out / "diagnosis.md").read_text().splitlines() if ln.startswith("**")), "?")
-        worst = max(own, key=lambda r: abs(r - 1))
+        i = max(range(len(own)), key=lambda j: abs(own[j] - 1))
+        # The worst row's batch and its host time: a row far over its k with a host time to match is a
+        # stall inside its step (an event span holds the GPU's idle time), not a neighbour's step.
+        b, host = where[i]
         print(
             f"{name}: {len(tl)} rows ({len(rows)} with copies), clock {tl.gpu_clock.iloc[-1]}, "
-            f"compute_ms / (k x unit): median {statistics.median(own):.4f}, worst {worst:.4f}; "
-            f"against the batch before's k: median {statistics.median(other):.4f}; "
+            f"compute_ms / (k x unit): median {statistics.median(own):.4f}, worst {own[i]:.4f} (batch {b}, "
+            f"batch_ms {host:.3f} against a median {statistics.median(h for _, h in where):.3f}), last "
+            f"{own[-1]:.4f}; against the batch before's k: median {statistics.median(other):.4f}; "
             f"{ {s: (v['pattern'], v['row_boundary']) for s, v in loaders.items()} }\n  headline: {head}"
         )
 
