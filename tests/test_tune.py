@@ -28,7 +28,7 @@ from profiler.analysis.tune import (
     t975,
     winner,
 )
-from profiler.bench.tune import candidates
+from profiler.bench.tune import candidates, only_unknown
 from profiler.capture.knobs import Knobs, apply
 from profiler.capture.trial import window
 from profiler.errors import UsageError
@@ -105,6 +105,19 @@ def test_the_changes_the_diagnosis_predicts_a_saving_for_run_first() -> None:
         ("c", {"prefetcher": True}),
     ]
     assert [n for n, _ in by_prediction(fake, [])] == ["a", "b", "c"]  # no diagnosis: as they came
+
+
+def test_only_takes_a_knob_or_one_trial_by_its_name() -> None:
+    """On the H200 the resnet50 case's pin_memory=False never ran: ``--only pin_memory`` keeps the
+    prefetcher too (it sets pin_memory), which its predicted saving puts first. A trial's name keeps
+    that trial alone."""
+    tl = read_timeline(HERE / "data" / "h200_profile_resnet")
+    cfg = tl[tl.scenario == tl.scenario.value_counts().index[0]].iloc[0]
+    assert [n for n, _ in candidates(cfg, 16, ["pin_memory"])] == ["pin_memory=False", "prefetcher"]
+    assert [n for n, _ in candidates(cfg, 16, ["pin_memory=False"])] == ["pin_memory=False"]
+    assert [n for n, _ in candidates(cfg, 16, ["num_workers=16", "prefetcher"])] == ["num_workers=16", "prefetcher"]
+    entries = ["workers", "pin_memory=False", "num_workers=16", "pin_memory+non_blocking", "prefetcher", "gpu=1"]
+    assert only_unknown(entries) == ["gpu=1", "workers"]
 
 
 def test_an_interval_that_holds_one_is_no_measurable_difference() -> None:
@@ -225,6 +238,18 @@ def test_tune_of_a_loop_whose_loader_waits_picks_more_workers(tmp_path: Path) ->
     assert table.verdict.iloc[1] == "faster" and table.speedup_lo.iloc[1] > 1.3
     assert (tmp_path / "t" / "tune.md").read_text().count("num_workers=2") >= 2
     assert table.predicted_ms.notna().iloc[1]  # the diagnosis' prediction beside the measured saving
+
+
+def test_a_trial_named_in_only_that_the_script_does_not_get_is_said(tmp_path: Path) -> None:
+    """``--only num_workers=7`` on a script whose trials are num_workers=2 (the 2-core machine): no
+    trial runs, and tune says which name it did not find and what the script's trials are."""
+    cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(tmp_path / "t"), "--steps", "10", "--skip", "2"]
+    cmd += ["--only", "num_workers=7", "--", "python", str(HERE / "scripts" / "sleepy_loader.py"), "--one-loader"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert list(pd.read_csv(tmp_path / "t" / "tune.csv").trial) == ["baseline"]
+    md = (tmp_path / "t" / "tune.md").read_text()
+    assert "no trial named num_workers=7 for this script; its trials: num_workers=" in md
 
 
 def test_a_trials_warm_up_holds_the_batches_its_workers_queued(tmp_path: Path) -> None:

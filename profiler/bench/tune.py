@@ -81,9 +81,19 @@ def candidates(cfg: pd.Series, cores: int, only: Sequence[str] | None = None) ->
         else:
             out.append(("pin_memory+non_blocking", {"pin_memory": True, "non_blocking": True}))
         out.append(("prefetcher", {"prefetcher": True, "pin_memory": True}))
-    if only is not None:
-        out = [(n, c) for n, c in out if set(c) & set(only)]
+    if only is not None:  # a knob keeps every trial that changes it; a trial's own name keeps that one
+        out = [(n, c) for n, c in out if n in only or set(c) & set(only)]
     return out
+
+
+def only_unknown(only: Sequence[str]) -> list[str]:
+    """The entries of ``--only`` that are neither a knob nor a trial's name as ``tune.md`` writes it
+    (``pin_memory=False``, ``num_workers=16``, ``pin_memory+non_blocking``: knobs, each with a value)."""
+
+    def trial_name(entry: str) -> bool:
+        return all(part.split("=", 1)[0] in KNOBS for part in entry.split("+"))
+
+    return sorted(e for e in set(only) if e not in KNOBS and not trial_name(e))
 
 
 def tune(
@@ -101,9 +111,12 @@ def tune(
     say = echo or (lambda line: print(line, file=sys.stderr))
     target = parse_target(command)
     if only is not None:
-        bad = sorted(set(only) - set(KNOBS))
+        bad = only_unknown(only)
         if bad:
-            raise UsageError(f"--only {','.join(only)}: unknown {', '.join(bad)}; choose from {','.join(KNOBS)}")
+            raise UsageError(
+                f"--only {','.join(only)}: unknown {', '.join(bad)}; choose from {','.join(KNOBS)}, or give a "
+                "trial's name as tune.md writes it (pin_memory=False, num_workers=16)"
+            )
     out = out or Path("reports") / f"tune-{Path(target.name).stem.replace('.', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
     if (out / TUNE_CSV).exists():
         raise UsageError(
@@ -157,6 +170,11 @@ def tune(
         cfg = tl[tl.scenario == main].iloc[0]
         diags = diagnose(base_tl)
         plan = by_prediction(candidates(cfg, os.cpu_count() or 1, only), diags)
+        if only is not None:
+            named = [e for e in only if e not in KNOBS and e not in {n for n, _ in plan}]
+            if named:  # a trial's name that these settings do not give: say so, rather than skip it unsaid
+                every = [n for n, _ in candidates(cfg, os.cpu_count() or 1)]
+                notes.append(f"no trial named {', '.join(named)} for this script; its trials: {', '.join(every)}")
         fits = max(int((budget_s - durations[0]) // max(durations[0], 1e-3)) // 2, 0)
         if len(plan) > fits:
             notes.append(

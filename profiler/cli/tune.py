@@ -34,7 +34,8 @@ def add(sub: Subparsers) -> None:
     p.add_argument(
         "--only",
         default=None,
-        help="comma-separated knobs to try: num_workers,pin_memory,prefetch_factor,non_blocking,prefetcher (default all)",
+        help="comma-separated knobs to try (num_workers,pin_memory,prefetch_factor,non_blocking,prefetcher: "
+        "every trial that changes one), or trials by the name tune.md gives them (pin_memory=False) (default all)",
     )
     script_target(p)
     p.set_defaults(func=run)
