@@ -15,8 +15,9 @@ bench with one part taken away:
   back when full;
 - ``quiet-flush-off``: both ``quiet-drainer`` and ``flush-off``;
 - ``gate-off``: no stream gate (``PINPROF_GATE=0``);
-- ``early``: the records start before the model is built (the bench's default without
-  ``--late-cupti``, as ``pinprof profile`` starts them before the script).
+- ``early``: the bench's default without ``--late-cupti``: the records start before the model is
+  built, as ``pinprof profile`` starts them before the script. (On the H200 this variant started them
+  once the model was built, before the warm-up: the bench's order then.)
 
 On the H200 (2026-12-04): ``as-is``, ``flush-off``, ``quiet-drainer``, ``quiet-flush-off``,
 ``gate-off``, and ``as-is`` with ``CUDA_MODULE_LOADING=EAGER`` hung; ``early`` ran to its end.

@@ -6,11 +6,12 @@ Accelerate batch on the H200). ``PINPROF_BACKEND=cupti`` turns it on. It is not 
 
 When the records start matters. On the H200 (2026-12-04, ``scripts/cupti_hang.py``), the resnet50
 bench (``scripts/bench_profile_overhead.py --cupti``, 12 loader workers) hung every time its records
-started at its first profiled block, after 80 training steps: the autograd engine's thread waited
-for a driver lock in ``cuLaunchKernelEx`` (cuBLASLt under cuDNN's weight gradient), every other
-thread idle. It hung the same with no periodic flush, with the recorder's thread making no CUPTI call,
-with no stream gate, and with eager module loading. Started before the warm-up's first step, the same
-bench ran to its end (109,434 kernel records). So the records start as early as pinprof can start
+started after its 40-step warm-up (handed back for a bare block, taken again for the first profiled
+one): the autograd engine's thread waited for a driver lock in ``cuLaunchKernelEx`` (cuBLASLt under
+cuDNN's weight gradient), every other thread idle. It hung the same with no periodic flush, with the recorder's thread making no CUPTI call,
+with no stream gate, and with eager module loading. Started once the model was built, before the
+warm-up's first step, the same bench ran to its end (109,434 kernel records; its loader's workers
+started after the records). So the records start as early as pinprof can start
 them: ``pinprof profile`` starts them before the script runs (``start``); a ``TransferProfiler``
 created after the process's CUDA work began gets the events instead, and the report says why, unless
 the caller started CUPTI on purpose (``start(device, late_ok=True)``).
