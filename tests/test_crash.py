@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from profiler.atomic import write_csv
 from profiler.cli import main
 from profiler.report.files import read_timeline
 from profiler.report.journal import Journal
@@ -96,6 +97,30 @@ def test_a_full_disk_keeps_the_earlier_batches_and_says_partial(tmp_path: Path) 
     meta = json.loads((kept / "meta.json").read_text())
     assert meta["partial"] is True
     assert not (kept / ".pinprof.lock").exists()  # the folder is released for a run after
+
+
+def test_appended_rows_read_back_as_the_final_files_do(tmp_path: Path) -> None:
+    """The journal formats its rows with the csv module (``atomic.csv_rows``), the final file with
+    pandas (``write_csv``): the same frame reads back the same from both, whatever its cells hold:
+    floats of 17 digits, NaN, missing integers, text with commas, quotes, a newline, or a formula."""
+    frame = read_timeline(DATA / "h200_default").head(6).copy()
+    frame.loc[0, "h2d_ms"] = 0.1 + 0.2  # 0.30000000000000004: needs every digit
+    frame.loc[1, "h2d_ms"] = float("nan")
+    frame.loc[2, "scenario"] = 'a, "quoted"\nscenario'
+    frame.loc[3, "scenario"] = "=cmd|' /c calc'!A0"  # neutralised in both files
+    frame["pin_faults"] = pd.array([1, None, 3, None, 5, 6], dtype="Int64")
+    (tmp_path / "journal").mkdir()
+    journal = Journal(tmp_path / "journal" / "timeline.csv")
+    journal.start()
+    journal.append(frame.head(2))
+    journal.append(frame.tail(4))
+    write_csv(frame[list(COLUMNS)], tmp_path / "timeline.csv")
+    appended, final = read_timeline(tmp_path / "journal" / "timeline.csv"), read_timeline(tmp_path / "timeline.csv")
+    pd.testing.assert_frame_equal(appended, final)
+    assert appended.h2d_ms.iloc[0] == 0.1 + 0.2 and pd.isna(appended.h2d_ms.iloc[1])
+    assert len(appended) == 6 and appended.scenario.iloc[2].startswith('a, "quoted"')  # one cell, not split
+    assert appended.scenario.iloc[3].startswith("'=")
+    assert appended.pin_faults.isna().tolist() == [False, True, False, True, False, False]
 
 
 def test_a_failed_append_leaves_the_file_at_its_last_whole_flush(
