@@ -80,8 +80,8 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
 # The most of a loop's time the appends may take, unless PINPROF_FLUSH_S fixes their interval. On the
 # H200, in a resnet50 loop of 65 ms steps (scripts/bench_profile_overhead.py --ablate), the loader's
 # next() took 1.27 ms per step with an append every 2 s and 0.66 ms without the journal: 0.6 ms, about
-# 0.9% of the step. An append (a timeline built for the batches since the last) costs 10-20 ms of the
-# main thread whatever its row count: 6-10 ms to build, 3 ms to write on this project's CPU machine.
+# 0.9% of the step. An append (a timeline built for the batches since the last) holds Python's lock:
+# on this project's CPU machine 11-26 ms to build, 16-140 ms to format and write 165-1,938 rows.
 FLUSH_SHARE = 0.002
 
 
