@@ -131,8 +131,9 @@ class JournalWriter(threading.Thread):
     makes no append (a timeline built for the batches completed since the last, then one write), but
     waits for Python's lock while this thread holds it (the note at ``FLUSH_SHARE``). The interval does
     not stretch, so a ``kill -9`` loses at most the last one: stretched, the stalls fell from 11 to 2 a
-    run on the CPU machine and ``tests/test_hostile.py``'s kill kept 398 rows of 1,841. What the loop's thread and this one share is locked: the store's arrays
-    (``Store``), the events not read yet (``PendingEvents``)."""
+    run on the CPU machine and ``tests/test_hostile.py``'s kill kept 398 rows of 1,841. What the loop's
+    thread and this one share is locked: the store's arrays (``Store``), the events not read yet
+    (``PendingEvents``)."""
 
     def __init__(self, flush: Callable[[], None], every_s: float, say: bool = True) -> None:
         super().__init__(name="pinprof-journal", daemon=True)
