@@ -80,8 +80,8 @@ def run_scenario(
         sc.mode, device, nvtx=opts.nvtx, run=run, scenario=sc.name, warmup=opts.skip or 0, origin_ms=origin
     )
     register(prof)
-    # Appends run on a thread of their own (an append costs 10-20 ms of a thread, more under load):
-    # the loop pays no append, and a kill -9 still loses at most the last interval. A disk that
+    # Appends run on a thread of their own: the loop makes no append (it waits only for Python's lock
+    # while one is formatted: ``rows.FLUSH_SHARE``'s note), and a kill -9 loses at most the last interval. A disk that
     # refuses an append stops the run from the loop's thread, as before (``appending``).
     writer = None
     if journal is not None:

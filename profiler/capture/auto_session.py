@@ -177,7 +177,8 @@ class AutoSession:
         self.trial_extra = 0  # a tune trial's batches past its --skip + steps (profiler_for, capture.trial)
         # Completed batches go to the journal every ``flush`` interval (PINPROF_FLUSH_S, 2 s) from a
         # thread of their own (``rows.JournalWriter``): a kill -9 loses at most the last interval, and
-        # the loop's thread pays nothing for the appends (on the H200 an append cost 10-20 ms of it).
+        # the loop's thread makes no append, though it waits for Python's lock while one is formatted
+        # (``rows.FLUSH_SHARE``'s note: tens of ms on the CPU machine, more with more rows).
         self.journal = journal
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
