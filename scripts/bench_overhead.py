@@ -157,7 +157,12 @@ def backends(rounds: int, baseline: str | None = None) -> None:
             if not lines:
                 print(f"{clock}: no result (rc {out.returncode}): {out.stderr[-600:]}")
                 continue
-            for leaves, (b, p) in json.loads(lines[0][7:]).items():
+            res = json.loads(lines[0][7:])
+            used = res.pop("clock", "?")
+            if baseline is None and used != clock:  # a clock that fell back must not pass for the other
+                print(f"{clock}: this process was timed by {used}; its round is left out")
+                continue
+            for leaves, (b, p) in res.items():
                 got.setdefault((clock, int(leaves)), []).append((b, p))
     what = "GPU clock" if baseline is None else f"checkout (baseline: {os.path.abspath(baseline)})"
     print(f"recorder CPU cost by {what}, us/batch (instrumented - bare), median of alternated processes:")
@@ -188,6 +193,12 @@ def main() -> None:
         help="with --backends: an older checkout to compare with, events on both (default: none)",
     )
     ap.add_argument("--recorder-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--recorder-batches",
+        type=int,
+        default=2000,
+        help="batches per side and round of the recorder cost (default 2000; more for a sampling profiler)",
+    )
     args = ap.parse_args()
     if args.backends:
         backends(args.backend_rounds, args.baseline)
@@ -195,10 +206,17 @@ def main() -> None:
     dev = torch.device("cuda")
     if args.recorder_only:  # one process of (3)
         import profiler
+        from profiler.capture import backend
 
-        res = {leaves: recorder_cost_us(2000, dev, leaves) for leaves in (1, 3)}
+        # Before any CUDA work, as pinprof profile starts them: CUPTI's records asked for later fall
+        # back to the events (profiler.capture.backend), and the CUPTI side would measure the events.
+        # An older checkout (--baseline) may have no start(): its recorder starts them on first use.
+        if hasattr(backend, "start"):
+            backend.start(dev)
+        res: dict[str, Any] = {leaves: recorder_cost_us(args.recorder_batches, dev, leaves) for leaves in (1, 3)}
         print(f"profiler from {profiler.__file__}", file=sys.stderr)
-        print("RESULT " + json.dumps(res))
+        clock = backend.describe()["backend"] if hasattr(backend, "describe") else "?"
+        print("RESULT " + json.dumps({"clock": clock, **res}))
         return
     # The recorder's own cost first, before DataLoader workers share the machine.
     bare_us, prof_us = recorder_cost_us(2000, dev)

@@ -66,6 +66,16 @@ log="$OUT/gpu_check.log"
       # the older package as .base: mkdir .base && git archive COMMIT profiler | tar x -C .base
       bench-base) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} \
                     --baseline "${BASELINE:-.base}" ;;
+      # Where the recorder's cost goes: py-spy (carried as .dbg/*.whl) samples the no-op-loader loop of
+      # bench_overhead.py --recorder-only, without pausing it; scripts/spy_lines.py sums the samples.
+      recorder-spy) python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl
+                    for clock in ${SPY_CLOCKS:-events cupti}; do
+                      PINPROF_BACKEND=$clock timeout 240 /tmp/dbg/bin/py-spy record -r ${SPY_RATE:-500} -f raw \
+                        --nonblocking -o "$OUT/spy-$clock.txt" -- python3 scripts/bench_overhead.py --recorder-only \
+                        --recorder-batches ${SPY_BATCHES:-10000}
+                    done ;;
+      # The host cost of each call on the recorder's per-batch path, and of its alternatives.
+      primitives) timeout 150 python3 scripts/bench_primitives.py ;;
       # The resnet50 loop with CUPTI's records, started before the model is built (as pinprof profile
       # starts them). Started after the warm-up (--late-cupti) it hung on the H200 every time (step
       # cupti-hang). Step process measures the same loop process against process.
