@@ -8,9 +8,9 @@
 | ``PINPROF_ELAPSED`` | | ``torch``: read events through torch under a CUDA tool too |
 | ``PINPROF_CACHE`` | ``~/.cache/pinprof`` | folder of the bandwidth calibration cache |
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
-| ``PINPROF_BACKEND`` | ``events`` | what times the GPU: ``events`` (CUDA events), ``cupti`` (CUPTI's activity records where they can be had, else events, said in one line; experimental: ``profiler.capture.backend``) |
-| ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | with ``cupti``: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
-| ``PINPROF_CUPTI_LATENCY`` | on | with ``cupti``: ``0`` leaves out kernels' launch times (for finding what hangs) |
+| ``PINPROF_BACKEND`` | ``auto`` | what times the GPU: ``auto`` (CUPTI's activity records where they can start before the process's CUDA work, CUDA events otherwise; ``meta.json`` says which and why), ``events`` (CUDA events), ``cupti`` (as ``auto``, and a fall-back to events is said in one line on stderr): ``profiler.capture.backend`` |
+| ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | when CUPTI times the GPU: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
+| ``PINPROF_CUPTI_LATENCY`` | on | when CUPTI times the GPU: ``0`` leaves out kernels' launch times (for finding what hangs) |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
 | ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
@@ -107,15 +107,15 @@ def _count(env: Mapping[str, str], name: str) -> int:
     return _nonneg(env, name, 0, "give a whole number of batches, 0 or more (0: no limit)")
 
 
-BACKENDS = ("events", "cupti")
+BACKENDS = ("auto", "events", "cupti")
 
 
 def _backend(env: Mapping[str, str]) -> str:
-    text = env.get("PINPROF_BACKEND", "").strip().lower() or "events"
+    text = env.get("PINPROF_BACKEND", "").strip().lower() or "auto"
     if text not in BACKENDS:
         from profiler.errors import UsageError
 
-        raise UsageError(f"$PINPROF_BACKEND={text!r}: give one of {', '.join(BACKENDS)} (default events)")
+        raise UsageError(f"$PINPROF_BACKEND={text!r}: give one of {', '.join(BACKENDS)} (default auto)")
     return text
 
 

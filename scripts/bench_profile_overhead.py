@@ -245,11 +245,12 @@ def main() -> None:
         import faulthandler
 
         faulthandler.dump_traceback_later(args.watchdog, exit=True)
-    if args.cupti:
-        os.environ["PINPROF_BACKEND"] = "cupti"
-        current.cache_clear()
-        if not args.late_cupti:
-            backend.start(torch.device(DEVICE))  # before any CUDA work, as pinprof profile starts them
+    # The clock is the flag's, not pinprof's default (auto): the blocks hand CUPTI back and take it
+    # again (run_blocks), a late start that hung on the H200 unless the bench asks for it by --cupti.
+    os.environ["PINPROF_BACKEND"] = "cupti" if args.cupti else "events"
+    current.cache_clear()
+    if args.cupti and not args.late_cupti:
+        backend.start(torch.device(DEVICE))  # before any CUDA work, as pinprof profile starts them
     init = None
     if args.isolate:  # the workers inherit the main process's cores when they start: give them the rest
         cores = sorted(os.sched_getaffinity(0))

@@ -110,7 +110,8 @@ log="$OUT/gpu_check.log"
                   done ;;
       # Whose step each row holds (issue: a row is a batch): Accelerate, timm, Lightning on an iterable
       # dataset, a prefetcher, each step k x M matmuls set by its batch, against CUPTI's unit.
-      rows) timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
+      rows) PINPROF_BACKEND=events timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
+      rows-default) timeout 400 python3 scripts/rows_check.py --out "$OUT/rows-default" ;;
       rows-cupti) PINPROF_BACKEND=cupti timeout 400 python3 scripts/rows_check.py --out "$OUT/rows-cupti" ;;
       # pinprof tune of four scripts as people write them, each winner applied by hand and timed
       # against the original (issue: pinprof tune); TUNE_CASES picks some, a call holds two or so;

@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=24, help="batches per loop (default 24)")
     args = ap.parse_args()
     dev = torch.device("cuda")
-    os.environ["PINPROF_BACKEND"] = "cupti"  # the default is events
+    os.environ["PINPROF_BACKEND"] = "cupti"  # asked for by name: it fails below rather than fall back
     current.cache_clear()
     rec = backend.recorder(dev)
     assert rec is not None and rec.active, backend.describe()

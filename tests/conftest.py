@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 CUDA = torch.cuda.is_available()
+# Each GPU test is written for one clock: CUDA events here, CUPTI's records in tests/test_gpu_cupti.py
+# (which sets cupti). pinprof's own default (auto) would give CUPTI to whichever test of a process came
+# before its first CUDA work, and the events to the rest. A clock set from outside is kept.
+os.environ.setdefault("PINPROF_BACKEND", "events")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

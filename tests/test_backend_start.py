@@ -72,12 +72,41 @@ def test_before_cuda_work_the_records_are_tried(fresh: list[bool], monkeypatch: 
     assert fresh == [False]
 
 
-def test_the_events_default_is_never_refused_for_lateness(fresh: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_events_asked_for_are_never_refused_for_lateness(fresh: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PINPROF_BACKEND", "events")
     current.cache_clear()
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert backend.recorder(CUDA) is None
     assert "why" not in backend.describe() and fresh == []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    backend._tried = False
+    assert backend.recorder(CUDA) is None and fresh == []  # nor is CUPTI ever tried
+
+
+def test_by_default_cupti_is_tried_before_cuda_work(fresh: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PINPROF_BACKEND")
+    current.cache_clear()
+    assert current().backend == "auto"
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    backend.recorder(CUDA)
+    assert fresh == [False]
+
+
+@pytest.mark.parametrize("asked", ["auto", "cupti"])
+def test_a_late_default_falls_back_quietly_and_cupti_asked_for_says_so(
+    fresh: list[bool], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], asked: str
+) -> None:
+    """With the default, the report and meta.json say which clock timed the run; a user who set
+    PINPROF_BACKEND=cupti also gets one line on stderr."""
+    monkeypatch.setenv("PINPROF_BACKEND", asked)
+    monkeypatch.setattr(backend, "_said", False)
+    current.cache_clear()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert backend.recorder(CUDA) is None and fresh == []
+    assert backend.describe() == {"backend": "events", "why": backend.LATE}
+    backend.say()
+    err = capsys.readouterr().err
+    assert err == ("" if asked == "auto" else f"pinprof: GPU times from CUDA events, not CUPTI: {backend.LATE}\n")
 
 
 def test_pinprof_profile_starts_the_records_before_the_scripts_first_line(

@@ -26,7 +26,7 @@ from profiler.capture.cupti import layout
 from profiler.settings import current
 
 pytestmark = pytest.mark.gpu
-os.environ["PINPROF_BACKEND"] = "cupti"  # opt in (the default is events), before the backend reads it
+os.environ["PINPROF_BACKEND"] = "cupti"  # the tests' default is events (conftest), before the backend reads it
 current.cache_clear()
 KiB, MiB = 1 << 10, 1 << 20
 DEV = torch.device("cuda")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiler.analysis.clock import clock_line
 from profiler.analysis.compare import compare_modes
 from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Diagnosis
@@ -22,7 +23,7 @@ class Analysis:
     """``tl``: the timeline with its start-up batches flagged ``warmup`` (``profiler.analysis.warmup``);
     ``found``: what was left out, per scenario, and ``warmup``: that in a sentence each; ``diags``:
     one diagnosis per scenario; ``comparisons`` and ``ranks``: the mode comparison's and the rank
-    findings' lines; ``summary``: ``profiler.analysis.summary.summarize`` of ``tl``, computed when first
+    findings' lines; ``clock``: which clock timed the GPU columns (``profiler.analysis.clock``); ``summary``: ``profiler.analysis.summary.summarize`` of ``tl``, computed when first
     read (``pinprof diagnose`` never reads it: on 1,000,000 rows it copies the whole frame)."""
 
     tl: pd.DataFrame
@@ -32,6 +33,7 @@ class Analysis:
     comparisons: list[str]
     ranks: list[str]
     per_epoch: dict[str, int] | None = field(default=None)
+    clock: str | None = field(default=None)
 
     @cached_property
     def summary(self) -> pd.DataFrame:
@@ -55,4 +57,5 @@ def analyse(
     if "num_workers" in tl:
         workers = {str(s): w for s, w in tl.groupby("scenario", sort=False)["num_workers"].first().items()}
     warm = [f.text(_int(workers.get(f.scenario))) for f in found]
-    return Analysis(tl, found, warm, diags, compare_modes(tl), diagnose_ranks(tl, calibration), per_epoch)
+    ranks = diagnose_ranks(tl, calibration)
+    return Analysis(tl, found, warm, diags, compare_modes(tl), ranks, per_epoch, clock_line(tl, info))

@@ -1,8 +1,13 @@
-"""Which clock times the GPU: CUDA events by default, CUPTI's activity records when asked.
+"""Which clock times the GPU: CUPTI's activity records where they can be had, CUDA events otherwise.
 
 CUPTI is exact (each record is the copy or kernel as the device ran it; an event pair around a host
 call also times the host's dispatch: 0.164 ms against CUPTI's 0.0155 ms for the blocking copies of an
-Accelerate batch on the H200). ``PINPROF_BACKEND=cupti`` turns it on. It is not the default yet.
+Accelerate batch on the H200), and cheaper on the host: no events to record, no stream gate, nothing
+to read per batch (on the H200, ``scripts/bench_overhead.py --backends``: 15.6 against 38.2 us a
+batch of one tensor, 20.0 against 42.3 us for three). ``PINPROF_BACKEND`` picks: ``auto`` (the
+default) and ``cupti`` use CUPTI where they can, ``events`` never does; ``cupti`` also says in one
+line on stderr when the events time the run instead. ``describe`` gives ``meta.json`` the clock and
+why.
 
 When the records start matters. On the H200 (2026-12-04, ``scripts/cupti_hang.py``), the resnet50
 bench (``scripts/bench_profile_overhead.py --cupti``, 12 loader workers) hung every time its records
@@ -11,18 +16,19 @@ one): the autograd engine's thread waited for a driver lock in ``cuLaunchKernelE
 cuDNN's weight gradient), every other thread idle. It hung the same with no periodic flush, with the recorder's thread making no CUPTI call,
 with no stream gate, and with eager module loading. Started once the model was built, before the
 warm-up's first step, the same bench ran to its end (109,434 kernel records; its loader's workers
-started after the records). So the records start as early as pinprof can start
+started after the records), and started before the process's first CUDA work it ran again (2026-12-04,
+4 pairs of blocks). So the records start as early as pinprof can start
 them: ``pinprof profile`` starts them before the script runs (``start``); a ``TransferProfiler``
 created after the process's CUDA work began gets the events instead, and the report says why, unless
 the caller started CUPTI on purpose (``start(device, late_ok=True)``).
 
-Asked for, CUPTI falls back to the events, and the report says why, where:
+CUPTI falls back to the events, and the report says why, where:
 
 - the process's CUDA work had begun when the records were first asked for (above);
 - a CUDA tool is attached (``CUDA_INJECTION64_PATH``: Nsight Systems, whose CUPTI client refuses a
   second one), or torch.profiler is running (enabling records under Kineto hung the process on the
   H200);
-- libcupti cannot be loaded, or refuses to start;
+- libcupti cannot be loaded, or refuses to start, or no C compiler builds the shim;
 - torch.profiler runs for a while in the middle of the run: the recorder hands over
   (``CuptiRecorder.release``), the batches meanwhile are timed with events, and it takes CUPTI back
   when the profile ends (``CuptiRecorder.resume``).
@@ -48,10 +54,10 @@ _said = False
 
 
 LATE = (
-    "CUPTI's records were first asked for after this process's CUDA work had begun; started that late "
-    "they hung a resnet50 training loop on the H200, so CUDA events time this run. Run the script under "
-    "pinprof profile, which starts them before the script, or call profiler.capture.backend.start() "
-    "before the first CUDA work"
+    "pinprof's GPU clock was first asked for after this process's CUDA work had begun; CUPTI's records "
+    "started that late hung a resnet50 training loop on the H200, so CUDA events time this run. Run the "
+    "script under pinprof profile, which starts them before the script, or call "
+    "profiler.capture.backend.start() before the first CUDA work"
 )
 
 
@@ -62,8 +68,8 @@ def recorder(device: torch.device) -> CuptiRecorder | None:
 
 
 def start(device: torch.device, *, late_ok: bool = False) -> CuptiRecorder | None:
-    """Start CUPTI's records now, where ``PINPROF_BACKEND=cupti`` asks for them (once a process: later
-    calls return the same recorder). ``late_ok``: start even though CUDA work has begun (a test or a
+    """Start CUPTI's records now, unless ``PINPROF_BACKEND=events`` (once a process: later calls
+    return the same recorder). ``late_ok``: start even though CUDA work has begun (a test or a
     script that starts late on purpose)."""
     global _recorder, _tried, _why
     if device.type != "cuda":
@@ -76,8 +82,8 @@ def start(device: torch.device, *, late_ok: bool = False) -> CuptiRecorder | Non
 
 def _start(late_ok: bool) -> tuple[CuptiRecorder | None, str]:
     s = current()
-    if s.backend != "cupti":
-        return None, ""  # the default: nothing to say
+    if s.backend == "events":
+        return None, ""  # asked for: nothing to say
     if s.cuda_tool:
         return None, "a CUDA tool is attached (Nsight Systems, or another CUPTI client): CUPTI's records are its"
     if torch.autograd.profiler._is_profiler_enabled:
@@ -145,11 +151,12 @@ def describe() -> dict[str, Any]:
 
 
 def say(echo: Any = None) -> None:
-    """One line on stderr, once, when CUPTI was asked for and the events timed the GPU instead."""
+    """One line on stderr, once, when ``PINPROF_BACKEND=cupti`` asked for CUPTI and the events timed the
+    GPU instead (with ``auto``, ``meta.json`` and the report say it)."""
     global _said
     info = describe()
     why = info.get("why")
-    if _said or not why:
+    if _said or not why or current().backend != "cupti":
         return
     _said = True
     line = f"pinprof: GPU times from CUDA events, not CUPTI: {why}"

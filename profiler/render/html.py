@@ -184,6 +184,8 @@ def report_html(title: str, a: Analysis, info: dict[str, Any], compare: list[str
         "<p class='note'>Figures in the verdicts are means over each scenario's steady batches (start-up "
         "batches left out); the distributions show the typical batch (median) and the spread.</p>"
     )
+    if a.clock:
+        parts.append(f"<p class='note' id='gpu-clock'>{_e(a.clock)}</p>")
     for i, d in enumerate(a.diags):
         parts.append(f"<h2>{_e(d.scenario)} <span class='note'>({d.batches} steady batches)</span></h2>")
         parts.append(f"<p class='headline' id='headline-{i}'>{_e(d.headline.text or 'no headline')}</p>")

@@ -68,10 +68,12 @@ def diagnosis_text(
     comparisons: list[str] | None = None,
     ranks: list[str] | None = None,
     warmup: list[str] | None = None,
+    clock: str | None = None,
 ) -> str:
-    """The report a person reads: the headline, then findings ranked by expected saving (verdict,
-    evidence, changes), then the start-up batches left out and the mode comparison."""
-    lines = [STATISTIC, ""]
+    """The report a person reads: which clock timed the GPU, the headline, then findings ranked by
+    expected saving (verdict, evidence, changes), then the start-up batches left out and the mode
+    comparison."""
+    lines = [STATISTIC, ""] if clock is None else [STATISTIC, "", md(clock), ""]
     for d in diags:
         lines.append(f"## {md(d.scenario)}  ({d.batches} batches)")
         if d.headline.text:

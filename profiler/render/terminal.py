@@ -61,4 +61,6 @@ def brief(analysis: Analysis, width: int = WIDTH) -> str:
                 c = changes[0]
                 saves = f" (saves about {c.gain_ms:.3f} ms a batch)" if c.gain_ms > 0 else ""
                 lines.extend(wrap.wrap(f"  change: {c.what}{saves}"))
+    if analysis.clock:
+        lines.extend(wrap.wrap(analysis.clock))
     return "\n".join(lines)

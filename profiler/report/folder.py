@@ -26,7 +26,7 @@ def diagnosis_of(
     """The reading of ``tl`` (with the folder's calibration, if any; ``info``: its meta.json) and the
     diagnosis in Markdown."""
     a = analyse(tl, files.read_calibration(folder), info, per_epoch)
-    return a, diagnosis_text(a.diags, a.comparisons, a.ranks, a.warmup)
+    return a, diagnosis_text(a.diags, a.comparisons, a.ranks, a.warmup, a.clock)
 
 
 def partial_label(info: dict[str, Any]) -> str:
@@ -74,7 +74,8 @@ def write_report(
     files.write_json(info, out / files.META)
     md_table = summary_table(a.summary) if len(a.summary) else "No batch was measured.\n"
     partial = partial_label(info)
-    files.write_text_atomic(out / "summary.md", f"# pinprof run {md(clean(out.name))}{partial}\n\n{md_table}")
+    clock = f"\n{md(a.clock)}\n" if a.clock else ""
+    files.write_text_atomic(out / "summary.md", f"# pinprof run {md(clean(out.name))}{partial}\n\n{md_table}{clock}")
     echo(table(a.summary) if len(a.summary) else "No batch was measured.")
     if len(tl):
         write_diagnosis(out, a, text, info)

@@ -1,0 +1,35 @@
+"""Which clock timed a report's GPU columns, in one sentence for the report's reader.
+
+Reads the timeline's ``gpu_clock`` column (str per batch: ``cupti``, ``events``, ``none`` on a CPU,
+``unknown`` in a report written before the column) and ``meta.json``'s ``gpu_clock`` (``backend``,
+and ``why`` where CUPTI did not time the run: ``profiler.capture.backend.describe``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+CLOCKS = {"cupti": "CUPTI's activity records", "events": "CUDA events"}
+
+
+def clock_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
+    """``GPU clock: ...`` for a run whose batches a GPU clock timed; None for a CPU-only run or a
+    report that does not say."""
+    if "gpu_clock" not in tl or not len(tl):
+        return None
+    counts = tl["gpu_clock"].astype(str).value_counts()
+    named = {k: int(counts.get(k, 0)) for k in CLOCKS}
+    if not any(named.values()):
+        return None
+    meta = info.get("gpu_clock")
+    why = meta.get("why") if isinstance(meta, dict) else None
+    why = why.strip().rstrip(".") if isinstance(why, str) and why.strip() else None
+    if named["events"] == 0:
+        return f"GPU clock: {CLOCKS['cupti']}, every batch."
+    if named["cupti"] == 0:
+        return f"GPU clock: {CLOCKS['events']}, every batch" + (f"; not CUPTI: {why}." if why else ".")
+    return f"GPU clock: {CLOCKS['cupti']} for {named['cupti']} batches, {CLOCKS['events']} for {named['events']}" + (
+        f" ({why})." if why else "."
+    )
