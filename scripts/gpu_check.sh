@@ -84,6 +84,9 @@ log="$OUT/gpu_check.log"
       # PINPROF_BACKEND picks the clock.
       process) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- \
                  python3 scripts/resnet_train.py --steps 100 ;;
+      # The same on a short step (a four-layer CNN on 96x96 images, batch 128, two copies a step).
+      process-short) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- \
+                       python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 --steps 600 --warm 100 ;;
       # CUPTI's records started before any step, and after three (the bench's hang, 2026-12-03).
       # Then a flush halfway, forced and plain, with the loader running: the suspect since.
       cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A real training step: torchvision's resnet50, bf16 autocast, SGD, pinned non_blocking copies and a
 ``loss.item()`` per step, fed by a 12-worker DataLoader. Nothing of pinprof in it: it is what
-``pinprof profile`` is measured on (``scripts/bench_profile_overhead.py``, README).
+``pinprof profile`` is measured on (``scripts/bench_profile_overhead.py``, README). ``--model small
+--image-size 96 --batch-size 128``: a short step instead, a four-layer CNN on 96x96 images, where
+pinprof's cost per batch weighs most.
 
 The images are 64 random float32 tensors made once (never zeros) and served in turn as an epoch of
 ``--images`` samples, so the workers only collate, the step (not decoding) sets the pace, and no
@@ -11,6 +13,7 @@ It prints the median of its own steps' host time after ``--warm`` steps (a step 
 read, so host time is the step's whole time): what ``scripts/bench_process_overhead.py`` compares.
 
     python scripts/resnet_train.py [--steps 60] [--batch-size 256] [--workers 12] [--images 100000] [--warm 20]
+                                   [--model resnet50|small] [--image-size 224]
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ STORED = 64
 
 
 class Images(Dataset[tuple[torch.Tensor, int]]):
-    """``size`` samples of 64 stored random 3x224x224 images, in turn, with fixed random labels."""
+    """``size`` samples of 64 stored random 3 x side x side images, in turn, with fixed random labels."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, side: int = 224) -> None:
         gen = torch.Generator().manual_seed(0)
         self.size = size
-        self.images = torch.rand(STORED, 3, 224, 224, generator=gen)
+        self.images = torch.rand(STORED, 3, side, side, generator=gen)
         self.labels = torch.randint(0, 1000, (size,), generator=gen).tolist()
 
     def __len__(self) -> int:
@@ -45,10 +48,25 @@ class Images(Dataset[tuple[torch.Tensor, int]]):
         return self.images[i % STORED], self.labels[i]
 
 
+def small_cnn() -> nn.Module:
+    """Four strided 3x3 convolutions (64 to 512 channels), pooled, and a linear head of 1000 classes."""
+    layers: list[nn.Module] = []
+    width = 3
+    for out in (64, 128, 256, 512):
+        layers += [nn.Conv2d(width, out, 3, stride=2, padding=1), nn.BatchNorm2d(out), nn.ReLU(inplace=True)]
+        width = out
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 1000))
+
+
 def build(
-    batch_size: int, workers: int, images: int, worker_init_fn: Callable[[int], None] | None = None
+    batch_size: int,
+    workers: int,
+    images: int,
+    worker_init_fn: Callable[[int], None] | None = None,
+    model_name: str = "resnet50",
+    side: int = 224,
 ) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader[Any]]:
-    data = Images(images)
+    data = Images(images, side)
     loader = DataLoader(
         data,
         batch_size=batch_size,
@@ -58,7 +76,8 @@ def build(
         persistent_workers=workers > 0,
         worker_init_fn=worker_init_fn,
     )
-    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+    net = torchvision.models.resnet50() if model_name == "resnet50" else small_cnn()
+    model = net.cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     return model, opt, loader
 
@@ -87,8 +106,10 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=12)
     p.add_argument("--images", type=int, default=100_000)
     p.add_argument("--warm", type=int, default=20, help="steps left out of the printed median (default 20)")
+    p.add_argument("--model", choices=("resnet50", "small"), default="resnet50")
+    p.add_argument("--image-size", type=int, default=224, help="side of the square images (default 224)")
     args = p.parse_args()
-    model, opt, loader = build(args.batch_size, args.workers, args.images)
+    model, opt, loader = build(args.batch_size, args.workers, args.images, None, args.model, args.image_size)
     it = batches(loader)
     times: list[float] = []
     for _ in range(args.steps):
