@@ -76,6 +76,13 @@ log="$OUT/gpu_check.log"
                     done ;;
       # The host cost of each call on the recorder's per-batch path, and of its alternatives.
       primitives) timeout 150 python3 scripts/bench_primitives.py ;;
+      # Where pinprof profile's cost goes on the short step: py-spy samples the profiled script and the bare one.
+      spy-short) python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl
+                 short="scripts/resnet_train.py --model small --image-size 96 --batch-size 128 --steps 1500 --warm 100"
+                 timeout 60 /tmp/dbg/bin/py-spy record -r 250 -f raw --nonblocking -o "$OUT/spy-short-profiled.txt" -- \
+                   python3 -m profiler profile --out "$OUT/short-profiled" --no-plots -- python3 $short
+                 timeout 45 /tmp/dbg/bin/py-spy record -r 250 -f raw --nonblocking -o "$OUT/spy-short-bare.txt" -- \
+                   python3 $short ;;
       # The resnet50 loop with CUPTI's records, started before the model is built (as pinprof profile
       # starts them). Started after the warm-up (--late-cupti) it hung on the H200 every time (step
       # cupti-hang). Step process measures the same loop process against process.
