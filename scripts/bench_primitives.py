@@ -70,8 +70,8 @@ def main() -> None:
     side_handle = side.cuda_stream
     pool = EventPool(dev)
     store = Store()
-    rec = dict(TEMPLATE)
-    rec["src_memory"] = "pinned"
+    rec = dict(TEMPLATE)  # a batch's record as the loop's fetch makes it (profiler.capture.loop.fetch_begin)
+    rec.update(batch=0, warmup=False, epoch=0, src_memory="pinned")
 
     def hold_bindings() -> None:
         gate.hold(side)  # type: ignore[union-attr]
