@@ -213,7 +213,7 @@ def main() -> None:
         # An older checkout (--baseline) may have no start(): its recorder starts them on first use.
         if hasattr(backend, "start"):
             backend.start(dev)
-        res: dict[str, Any] = {leaves: recorder_cost_us(args.recorder_batches, dev, leaves) for leaves in (1, 3)}
+        res: dict[str, Any] = {str(leaves): recorder_cost_us(args.recorder_batches, dev, leaves) for leaves in (1, 3)}
         print(f"profiler from {profiler.__file__}", file=sys.stderr)
         clock = backend.describe()["backend"] if hasattr(backend, "describe") else "?"
         print("RESULT " + json.dumps({"clock": clock, **res}))
