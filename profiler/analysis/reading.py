@@ -23,8 +23,9 @@ class Analysis:
     """``tl``: the timeline with its start-up batches flagged ``warmup`` (``profiler.analysis.warmup``);
     ``found``: what was left out, per scenario, and ``warmup``: that in a sentence each; ``diags``:
     one diagnosis per scenario; ``comparisons`` and ``ranks``: the mode comparison's and the rank
-    findings' lines; ``clock``: which clock timed the GPU columns (``profiler.analysis.clock``); ``summary``: ``profiler.analysis.summary.summarize`` of ``tl``, computed when first
-    read (``pinprof diagnose`` never reads it: on 1,000,000 rows it copies the whole frame)."""
+    findings' lines; ``clock``: which clock timed the GPU columns (``profiler.analysis.clock``);
+    ``summary``: ``profiler.analysis.summary.summarize`` of ``tl``, computed when first read
+    (``pinprof diagnose`` never reads it: on 1,000,000 rows it copies the whole frame)."""
 
     tl: pd.DataFrame
     found: list[Found]
