@@ -33,6 +33,7 @@ TIMES = (
     "stage",
     "layout",
     "h2d",
+    "h2d_gpu",
     "h2d_call",
     "cpu_work",
     "compute",
@@ -74,6 +75,12 @@ def _gc(g: pd.DataFrame) -> dict[str, float]:
     return {"gc_batches": float((ms > 0).sum()), "gc_longest": float(ms.max())}
 
 
+def _cupti_share(g: pd.DataFrame) -> float:
+    """The share of the batches whose GPU columns CUPTI's records gave (``compute_ms`` then is the
+    kernels' busy time, not an event span); 0 where no column says (an nsys import, an older file)."""
+    return float((g.gpu_clock.astype(str) == "cupti").mean()) if "gpu_clock" in g and len(g) else 0.0
+
+
 def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: int | None = None) -> list[Diagnosis]:
     """One ``Diagnosis`` per scenario, findings ordered by expected gain (largest first).
 
@@ -83,13 +90,14 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     out = []
     # The columns a diagnosis reads, before any row is taken: each copy of a 1,000,000-row timeline
     # with all its columns cost 400 MB.
-    wanted = ["scenario", "warmup", "mode", "bytes", "src_memory", "device", "run", "batch"]
+    wanted = ["scenario", "warmup", "mode", "bytes", "src_memory", "device", "run", "batch", "gpu_clock"]
     wanted += [*CONFIG, *(f"{c}_ms" for c in TIMES), *COUNTS, "h2d_ms"]
     tl = tl[[c for c in dict.fromkeys(wanted) if c in tl]]
     for scen, g in _groups(tl):
         m = {c: _stat(g, f"{c}_ms", "mean") for c in TIMES}
         m.update({c: _stat(g, c) for c in COUNTS})
         m.update(_gc(g))
+        m["cupti_share"] = _cupti_share(g)
         medians = {c: _stat(g, f"{c}_ms") for c in TIMES}
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)

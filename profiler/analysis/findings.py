@@ -19,6 +19,7 @@ class Verdict(str, Enum):
     NON_BLOCKING_PAGEABLE = "non_blocking_on_pageable"
     CPU_WORK_BOUND = "cpu_work_bound"
     COMPUTE_BOUND = "compute_bound"
+    HOST_BOUND = "host_launch_bound"
     TOO_SMALL = "transfer_too_small"
     GC_PAUSES = "gc_pauses"
 
@@ -32,6 +33,7 @@ LABELS = {
     Verdict.HOST_BLOCKED: "exposed transfer (host blocked)",
     Verdict.GPU_IDLE: "exposed transfer (GPU idle)",
     Verdict.GC_PAUSES: "garbage-collection pauses",
+    Verdict.HOST_BOUND: "the GPU waits for the host's launches",
 }
 
 

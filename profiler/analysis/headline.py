@@ -14,6 +14,7 @@ import numpy as np
 
 from profiler.analysis.findings import Headline, InputBound
 from profiler.analysis.rules.base import Case, fmt, pct
+from profiler.analysis.rules.pace import host_bound
 
 HIGHLY_SHARE = 0.20
 MODERATELY_SHARE = 0.05
@@ -28,6 +29,11 @@ def _pace(c: Case) -> str:
     if max(comp, cpu) >= PACE_SHARE * c.batch:
         what, ms = (name, comp) if comp >= cpu else ("the user's CPU work", cpu)
         return f"{what} sets the pace: {fmt(ms)} of the mean {fmt(c.batch)} batch ({pct(ms, c.batch)})"
+    if host_bound(c):  # CUPTI's busy time: the GPU waited for the host's launches (rules.pace)
+        return (
+            f"the host sets the pace: the GPU waited {fmt(c.host_wait)} of the mean {fmt(c.batch)} batch "
+            f"({pct(c.host_wait, c.batch)}) for the step's launches; its kernels ran {fmt(comp)}"
+        )
     # In a loop that synchronizes each step (loss.item()) the phases run one after the other, so what
     # they leave of the batch is code outside them; where they overlap it is negative and not said.
     rest = c.batch - c.fetch - c.exposed - comp - cpu

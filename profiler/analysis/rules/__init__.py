@@ -13,7 +13,7 @@ import pandas as pd
 
 from profiler.analysis.findings import Finding, Verdict
 from profiler.analysis.rules.base import Case, Rule
-from profiler.analysis.rules.pace import COMPUTE_BOUND, CPU_WORK_BOUND, GC_PAUSES, LOADER_BOUND, NO_GPU
+from profiler.analysis.rules.pace import COMPUTE_BOUND, CPU_WORK_BOUND, GC_PAUSES, HOST_BOUND, LOADER_BOUND, NO_GPU
 from profiler.analysis.rules.pin import PIN_THREAD_BOUND
 from profiler.analysis.rules.transfer import (
     GPU_IDLE,
@@ -33,6 +33,7 @@ RULES: tuple[Rule, ...] = (
     LOADER_BOUND,  # after the pin thread's: more workers cannot help a pin-bound loop
     CPU_WORK_BOUND,
     COMPUTE_BOUND,
+    HOST_BOUND,
     HIDDEN_STAGING,
     LAYOUT_COPY,
     NON_BLOCKING_PAGEABLE,

@@ -45,7 +45,9 @@ def _int(cfg: pd.Series, key: str) -> int | None:
 @dataclass
 class Case:
     """One scenario's means (``m``: ms, ``bytes``, ``pinned_GBps``, ``pin_faults``, ``pin_allocs``,
-    ``gc_batches``: batches a full garbage collection fell in, ``gc_longest``: ms) and settings, as the rules read them; ``found``: the findings of the rules that ran before."""
+    ``gc_batches``: batches a full garbage collection fell in, ``gc_longest``: ms, ``cupti_share``: the
+    share of its batches CUPTI timed) and settings, as the rules read them; ``found``: the findings of
+    the rules that ran before."""
 
     m: dict[str, float]
     cfg: pd.Series
@@ -76,6 +78,7 @@ class Case:
         # The copy returns before its DMA ends (pinned source, non_blocking): its exposure is the GPU's.
         self.asynchronous = self.gpu and not self.pageable and (self.non_blocking or self.mode in ASYNC_MODES)
         self.exposed = self._exposed()
+        self.host_wait = self._host_wait()
 
     def _exposed(self) -> float:
         """Exposed transfer per batch (ms): the main thread's own work on the batch before its copy
@@ -101,6 +104,19 @@ class Case:
         self.copy_exposed = min(self.copy_exposed, max(self.consumer, 0.0))
         return host + self.copy_exposed
 
+    def _host_wait(self) -> float:
+        """GPU time per batch that neither the loop's kernels nor its copies used, less the loader's
+        wait and the user's timed CPU work (rules of their own): what the GPU waited for the host's
+        other work (the step's Python, one launch per operator, code outside the timed phases). Only
+        where CUPTI timed the batches: its ``compute_ms`` is the kernels' busy time, where an event
+        span would hold these gaps too. A lower bound: a copy that ran under the kernels is counted
+        twice as busy. NaN with the events."""
+        m = self.m
+        if not self.gpu or m.get("cupti_share", 0.0) < CUPTI_SHARE:
+            return float("nan")
+        busy = self.comp + spent(m, "h2d_gpu")
+        return max(self.batch - busy - self.fetch - self.cpu, 0.0)
+
     def in_place(self, change: Change) -> bool:
         """Whether every setting ``change`` puts in place is already this scenario's."""
         if not change.sets:
@@ -116,6 +132,9 @@ class Case:
 
 
 ASYNC_MODES = ("pinned_nb", "staged", "prefetch")
+# Most of a scenario's batches timed by CUPTI: a run that torch.profiler took over for a few batches
+# still reads its kernels' busy time.
+CUPTI_SHARE = 0.9
 
 
 @dataclass(frozen=True)
