@@ -120,3 +120,41 @@ def test_only_a_forced_collect_flushes_cupti() -> None:
     assert [c for c in lib.calls if c[0] == "cuptiActivityFlushAll"] == []
     rec.collect(force=True)
     assert [c for c in lib.calls if c[0] == "cuptiActivityFlushAll"] == [("cuptiActivityFlushAll", (FLUSH_FORCED,))]
+
+
+TIMESTAMP = ctypes.CFUNCTYPE(ctypes.c_int, POINTER(ctypes.c_uint64))
+
+
+def test_the_clock_readings_bracket_cuptis_on_perf_counters_clock(tmp_path: Path) -> None:
+    """``pinprof_clock_reads``: the host clock it reads is ``perf_counter_ns``'s, one reading on each
+    side of the timestamp function's; a failing one raises; the recorder's clock takes them, and
+    refuses readings of another host clock."""
+    import time
+
+    from profiler.capture.cupti.recorder import CuptiClock
+
+    shim = Shim(build(tmp_path / "cache"))
+
+    def now(out: object) -> int:
+        out[0] = time.perf_counter_ns()  # type: ignore[index]  # CUPTI's clock: here the host's own
+        return 0
+
+    fn = TIMESTAMP(now)
+    read = shim.clock_reads(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+    a = time.perf_counter_ns()
+    before, cupti, after = read()
+    b = time.perf_counter_ns()
+    assert a <= before <= cupti <= after <= b
+    failing = TIMESTAMP(lambda out: 17)
+    with pytest.raises(OSError, match="17"):
+        shim.clock_reads(ctypes.cast(failing, ctypes.c_void_p).value or 0)()
+    clock = CuptiClock(time.perf_counter_ns, read)
+    assert clock._reads is read
+    p, c = clock.last
+    assert abs(p - c) < 1_000_000  # both clocks are perf_counter_ns here: the pair maps one onto the other
+
+    def wall() -> tuple[int, int, int]:  # another host clock (the wall clock) is not used
+        t = time.time_ns()
+        return t, time.perf_counter_ns(), t
+
+    assert CuptiClock(time.perf_counter_ns, wall)._reads is None

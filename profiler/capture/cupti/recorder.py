@@ -88,6 +88,16 @@ def _ns(ms: float) -> int:
     return round(ms * 1e6)
 
 
+def _c_reads(lib: Lib, shim: Shim) -> Callable[[], tuple[int, int, int]] | None:
+    """The shim's back-to-back clock readings around ``cuptiGetTimestamp``; None where the shim or the
+    library lacks them (the readings from Python are used then)."""
+    try:
+        address = ctypes.cast(lib.handle.cuptiGetTimestamp, ctypes.c_void_p).value
+        return shim.clock_reads(address) if address else None
+    except (AttributeError, TypeError):
+        return None
+
+
 class CuptiClock:
     """CUPTI's timestamps onto ``perf_counter_ns``: ``host = p + (cupti - c) / rate`` from the latest
     paired read (p, c), the rate from the first and the latest.
@@ -98,17 +108,38 @@ class CuptiClock:
     the rate was measured. The first pair is taken whenever recording (re)starts."""
 
     MIN_SPAN_NS = 20_000_000  # the rate from pairs at least this far apart (a pair is good to ~0.3 us)
+    # Readings from C whose host clock is more than this from perf_counter_ns are not the same clock.
+    SAME_CLOCK_NS = 1_000_000
 
-    def __init__(self, now: Callable[[], int]) -> None:
-        self._now = now  # CUPTI's clock
+    def __init__(self, now: Callable[[], int], reads: Callable[[], tuple[int, int, int]] | None = None) -> None:
+        """``now``: CUPTI's clock; ``reads``: (host ns, CUPTI's clock, host ns) read back to back in C
+        (``Shim.clock_reads``), used where it reads ``perf_counter_ns``'s clock."""
+        self._now = now
+        self._reads = reads if reads is not None and self._same_clock(reads) else None
         self.reset()
+
+    def _same_clock(self, reads: Callable[[], tuple[int, int, int]]) -> bool:
+        try:
+            a = time.perf_counter_ns()
+            before, _, after = reads()
+            b = time.perf_counter_ns()
+        except OSError:
+            return False
+        return a - self.SAME_CLOCK_NS <= before <= after <= b + self.SAME_CLOCK_NS
+
+    def _read(self) -> tuple[int, int, int]:
+        """(host ns before, CUPTI's clock, host ns after). From Python a wait for the GIL can fall
+        between the readings (``shim.c``, ``pinprof_clock_reads``): in C none can."""
+        if self._reads is not None:
+            return self._reads()
+        a = time.perf_counter_ns()
+        c = self._now()
+        return a, c, time.perf_counter_ns()
 
     def _pair(self) -> tuple[int, int]:
         best: tuple[int, int, int] | None = None
         for _ in range(5):
-            a = time.perf_counter_ns()
-            c = self._now()
-            b = time.perf_counter_ns()
+            a, c, b = self._read()
             if best is None or b - a < best[0]:
                 best = (b - a, (a + b) // 2, c)
         return best[1], best[2]  # type: ignore[index]
@@ -245,7 +276,7 @@ class CuptiRecorder:
         self.stats = Stats()
         self.sizes: dict[int, int] = {}
         self.records = Records(self.stats)
-        self.clock = CuptiClock(lib.timestamp)
+        self.clock = CuptiClock(lib.timestamp, _c_reads(lib, shim))
         self.failure: str | None = None
         # A recording for tests (scripts/record_cupti.py): raw buffers and batches, when a list is set.
         self.tap: list[Any] | None = None

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define QUEUE_CAP 1024
 #define FREE_CAP 1024
@@ -115,4 +116,21 @@ void pinprof_cupti_counts(uint64_t *n_live, uint64_t *n_refused) {
     *n_live = live;
     *n_refused = refused;
     pthread_mutex_unlock(&mu);
+}
+
+/* CUPTI's clock between two readings of the host's (CLOCK_MONOTONIC: Python's perf_counter_ns on
+ * Linux), taken back to back. Read from Python, the GIL is released around each ctypes call and taken
+ * again after it, so a wait for it (up to the switch interval, 5 ms, while the loop's thread runs
+ * Python) can fall between two readings, and the pair mapping CUPTI's clock onto the host's is off by
+ * as much. `now` is cuptiGetTimestamp. Returns its result code. */
+typedef int (*timestamp_fn)(uint64_t *timestamp);
+
+int pinprof_clock_reads(timestamp_fn now, int64_t *before, uint64_t *cupti, int64_t *after) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int code = now(cupti);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    *before = (int64_t)a.tv_sec * 1000000000 + a.tv_nsec;
+    *after = (int64_t)b.tv_sec * 1000000000 + b.tv_nsec;
+    return code;
 }

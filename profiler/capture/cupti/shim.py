@@ -16,7 +16,8 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from ctypes import POINTER, c_int, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
+from collections.abc import Callable
+from ctypes import POINTER, c_int, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("shim.c")
@@ -76,6 +77,8 @@ class Shim:
         h.pinprof_cupti_take.restype = c_int
         h.pinprof_cupti_give.argtypes, h.pinprof_cupti_give.restype = [c_void_p], None
         h.pinprof_cupti_counts.argtypes, h.pinprof_cupti_counts.restype = [POINTER(c_uint64), POINTER(c_uint64)], None
+        h.pinprof_clock_reads.argtypes = [c_void_p, POINTER(c_int64), POINTER(c_uint64), POINTER(c_int64)]
+        h.pinprof_clock_reads.restype = c_int
         self.handle = h
 
     def register(self, register_fn: int, buffer_bytes: int, most: int) -> int:
@@ -94,6 +97,21 @@ class Shim:
 
     def give(self, address: int) -> None:
         self.handle.pinprof_cupti_give(address)
+
+    def clock_reads(self, timestamp_fn: int) -> Callable[[], tuple[int, int, int]]:
+        """A reader of (host ns before, CUPTI's clock, host ns after), taken back to back in C with no
+        wait for Python's lock between them; ``timestamp_fn``: the address of ``cuptiGetTimestamp`` (or
+        of a function of its signature). A reading that fails raises ``OSError``."""
+        fn, before, cupti, after = self.handle.pinprof_clock_reads, c_int64(), c_uint64(), c_int64()
+        refs = ctypes.byref(before), ctypes.byref(cupti), ctypes.byref(after)
+
+        def read() -> tuple[int, int, int]:
+            code = fn(timestamp_fn, *refs)
+            if code:
+                raise OSError(f"cuptiGetTimestamp returned {code}")
+            return int(before.value), int(cupti.value), int(after.value)
+
+        return read
 
     def counts(self) -> tuple[int, int]:
         """(buffers in existence, requests refused because all were in use)."""
