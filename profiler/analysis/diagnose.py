@@ -75,10 +75,21 @@ def _gc(g: pd.DataFrame) -> dict[str, float]:
     return {"gc_batches": float((ms > 0).sum()), "gc_longest": float(ms.max())}
 
 
-def _cupti_share(g: pd.DataFrame) -> float:
-    """The share of the batches whose GPU columns CUPTI's records gave (``compute_ms`` then is the
-    kernels' busy time, not an event span); 0 where no column says (an nsys import, an older file)."""
-    return float((g.gpu_clock.astype(str) == "cupti").mean()) if "gpu_clock" in g and len(g) else 0.0
+def _cupti(g: pd.DataFrame) -> dict[str, float]:
+    """``cupti_share``: the share of the batches whose GPU columns CUPTI's records gave (0 where no
+    column says: an nsys import, an older file); ``launch_gap``: over those batches, the mean time
+    (ms) inside the span of a step's kernels (``compute_start_ms`` to ``compute_end_ms``) that none of
+    them ran: with CUPTI ``compute_ms`` is the kernels' busy time, with the events a span itself."""
+    if "gpu_clock" not in g or not len(g):
+        return {"cupti_share": 0.0, "launch_gap": float("nan")}
+    cupti = g.gpu_clock.astype(str).to_numpy() == "cupti"
+    gap = float("nan")
+    if cupti.any() and {"compute_start_ms", "compute_end_ms", "compute_ms"} <= set(g.columns):
+        c = g[cupti]
+        span = c.compute_end_ms.astype(float) - c.compute_start_ms.astype(float)
+        gaps = (span - c.compute_ms.astype(float)).clip(lower=0.0)
+        gap = float(gaps.mean()) if gaps.notna().any() else float("nan")
+    return {"cupti_share": float(cupti.mean()), "launch_gap": gap}
 
 
 def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: int | None = None) -> list[Diagnosis]:
@@ -91,13 +102,13 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     # The columns a diagnosis reads, before any row is taken: each copy of a 1,000,000-row timeline
     # with all its columns cost 400 MB.
     wanted = ["scenario", "warmup", "mode", "bytes", "src_memory", "device", "run", "batch", "gpu_clock"]
-    wanted += [*CONFIG, *(f"{c}_ms" for c in TIMES), *COUNTS, "h2d_ms"]
+    wanted += [*CONFIG, *(f"{c}_ms" for c in TIMES), *COUNTS, "h2d_ms", "compute_start_ms", "compute_end_ms"]
     tl = tl[[c for c in dict.fromkeys(wanted) if c in tl]]
     for scen, g in _groups(tl):
         m = {c: _stat(g, f"{c}_ms", "mean") for c in TIMES}
         m.update({c: _stat(g, c) for c in COUNTS})
         m.update(_gc(g))
-        m["cupti_share"] = _cupti_share(g)
+        m.update(_cupti(g))
         medians = {c: _stat(g, f"{c}_ms") for c in TIMES}
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)

@@ -31,8 +31,8 @@ def _pace(c: Case) -> str:
         return f"{what} sets the pace: {fmt(ms)} of the mean {fmt(c.batch)} batch ({pct(ms, c.batch)})"
     if host_bound(c):  # CUPTI's busy time: the GPU waited for the host's launches (rules.pace)
         return (
-            f"the host sets the pace: the GPU waited {fmt(c.host_wait)} of the mean {fmt(c.batch)} batch "
-            f"({pct(c.host_wait, c.batch)}) for the step's launches; its kernels ran {fmt(comp)}"
+            f"the host's launches set the pace: the GPU waited {fmt(c.launch_gap)} of the mean "
+            f"{fmt(c.batch)} batch ({pct(c.launch_gap, c.batch)}) between the step's kernels, which ran {fmt(comp)}"
         )
     # In a loop that synchronizes each step (loss.item()) the phases run one after the other, so what
     # they leave of the batch is code outside them; where they overlap it is negative and not said.

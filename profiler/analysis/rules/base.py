@@ -46,7 +46,7 @@ def _int(cfg: pd.Series, key: str) -> int | None:
 class Case:
     """One scenario's means (``m``: ms, ``bytes``, ``pinned_GBps``, ``pin_faults``, ``pin_allocs``,
     ``gc_batches``: batches a full garbage collection fell in, ``gc_longest``: ms, ``cupti_share``: the
-    share of its batches CUPTI timed) and settings, as the rules read them; ``found``: the findings of
+    share of its batches CUPTI timed, ``launch_gap``: ms, ``profiler.analysis.diagnose``) and settings, as the rules read them; ``found``: the findings of
     the rules that ran before."""
 
     m: dict[str, float]
@@ -78,7 +78,7 @@ class Case:
         # The copy returns before its DMA ends (pinned source, non_blocking): its exposure is the GPU's.
         self.asynchronous = self.gpu and not self.pageable and (self.non_blocking or self.mode in ASYNC_MODES)
         self.exposed = self._exposed()
-        self.host_wait = self._host_wait()
+        self.launch_gap = self._launch_gap()
 
     def _exposed(self) -> float:
         """Exposed transfer per batch (ms): the main thread's own work on the batch before its copy
@@ -104,18 +104,15 @@ class Case:
         self.copy_exposed = min(self.copy_exposed, max(self.consumer, 0.0))
         return host + self.copy_exposed
 
-    def _host_wait(self) -> float:
-        """GPU time per batch that neither the loop's kernels nor its copies used, less the loader's
-        wait and the user's timed CPU work (rules of their own): what the GPU waited for the host's
-        other work (the step's Python, one launch per operator, code outside the timed phases). Only
-        where CUPTI timed the batches: its ``compute_ms`` is the kernels' busy time, where an event
-        span would hold these gaps too. A lower bound: a copy that ran under the kernels is counted
-        twice as busy. NaN with the events."""
+    def _launch_gap(self) -> float:
+        """Per batch (ms), the time inside the span of the step's kernels on the GPU that none of them
+        ran (``m["launch_gap"]``): the GPU waiting for the host to launch the next one. Only where
+        CUPTI timed the batches (``compute_ms`` is then the kernels' busy time, where an event span
+        holds these gaps too); NaN with the events."""
         m = self.m
         if not self.gpu or m.get("cupti_share", 0.0) < CUPTI_SHARE:
             return float("nan")
-        busy = self.comp + spent(m, "h2d_gpu")
-        return max(self.batch - busy - self.fetch - self.cpu, 0.0)
+        return float(m.get("launch_gap", float("nan")))
 
     def in_place(self, change: Change) -> bool:
         """Whether every setting ``change`` puts in place is already this scenario's."""

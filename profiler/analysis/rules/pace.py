@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiler.analysis.findings import Change, Verdict
-from profiler.analysis.rules.base import TOO_SMALL_SHARE, Case, Rule, fired, fmt, share, spent
+from profiler.analysis.rules.base import TOO_SMALL_SHARE, Case, Rule, fired, fmt, share
 
 # A loader wait of this share of the batch is worth a finding: TensorBoard's input-pipeline analyzer
 # calls a step "moderately input-bound" from 5% of its time waiting for input (xprof,
@@ -94,32 +94,31 @@ COMPUTE_BOUND = Rule(
 )
 
 
-# The GPU waited for the host's own work at least this share of the batch (CUPTI's busy time): the
-# host sets the pace even where no timed phase does.
+# Between the step's kernels the GPU waited for their launches at least this share of the batch
+# (CUPTI's busy time against the kernels' span): the host sets the pace even where no timed phase does.
 HOST_SHARE = 0.3
 
 
 def host_bound(c: Case) -> bool:
-    """Whether the GPU waited for the host's own work (``Case.host_wait``) for at least ``HOST_SHARE``
-    of the batch, GPU compute not setting the pace."""
-    wait = c.host_wait
-    return not np.isnan(wait) and wait >= HOST_SHARE * c.batch and c.comp < WORK_SHARE * c.batch
+    """Whether the GPU waited between the step's kernels (``Case.launch_gap``) for at least
+    ``HOST_SHARE`` of the batch, GPU compute not setting the pace."""
+    gap = c.launch_gap
+    return not np.isnan(gap) and gap >= HOST_SHARE * c.batch and c.comp < WORK_SHARE * c.batch
 
 
 def _host_evidence(c: Case) -> str:
-    busy = c.comp + spent(c.m, "h2d_gpu")
+    span = c.comp + c.launch_gap
     return (
-        f"CUPTI's records show the GPU busy {fmt(busy)} of the mean {fmt(c.batch)} batch ({share(busy, c)}: "
-        f"kernels {fmt(c.comp)}, copies {fmt(spent(c.m, 'h2d_gpu'))}); the loader's wait is {fmt(c.fetch)}"
-        f"{', the timed CPU work ' + fmt(c.cpu) if c.cpu else ''}. The other {fmt(c.host_wait)} "
-        f"({share(c.host_wait, c)}) the GPU waited for the host: the step's Python and its one launch per "
+        f"CUPTI's records: the step's kernels ran {fmt(c.comp)} of their {fmt(span)} span on the GPU, so for "
+        f"{fmt(c.launch_gap)} of the mean {fmt(c.batch)} batch ({share(c.launch_gap, c)}) the GPU waited "
+        "between them for the host to launch the next one: the step's Python and its one launch per "
         "operator set the pace, not the input pipeline nor the GPU."
     )
 
 
 HOST_BOUND = Rule(
     Verdict.HOST_BOUND,
-    f"with CUPTI's records, the GPU waits for the host's own work at least {HOST_SHARE:.0%} of the batch",
+    f"with CUPTI's records, the GPU waits between the step's kernels at least {HOST_SHARE:.0%} of the batch",
     host_bound,
     _host_evidence,
     # What removing the waits can save is at most the waits themselves: the gain given is that bound.
@@ -128,9 +127,9 @@ HOST_BOUND = Rule(
             "capture the step in a CUDA graph, so its launches replay at once: torch.compile(model, "
             'mode="reduce-overhead"), or torch.cuda.make_graphed_callables (the saving given is the '
             "GPU's whole wait, the most it can be)",
-            c.host_wait,
+            c.launch_gap,
         ),
-        Change("or torch.compile(model): fused kernels, fewer launches a step", c.host_wait),
+        Change("or torch.compile(model): fused kernels, fewer launches a step", c.launch_gap),
         Change("or a larger batch: the same launches move more samples, so each sample costs less", 0.0),
     ],
 )
