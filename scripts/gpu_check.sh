@@ -74,6 +74,21 @@ log="$OUT/gpu_check.log"
                         --nonblocking -o "$OUT/spy-$clock.txt" -- python3 scripts/bench_overhead.py --recorder-only \
                         --recorder-batches ${SPY_BATCHES:-10000}
                     done ;;
+      # Where the resident loop's cost goes, under pinprof profile (the hooks) and the library (CUPTI).
+      spy-resident) python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl
+                    timeout 60 /tmp/dbg/bin/py-spy record -r 500 -f raw --nonblocking -o "$OUT/spy-resident-profile.txt" -- \
+                      python3 -m profiler profile --out "$OUT/spy-resident" --no-plots -- python3 scripts/resident_loop.py --steps 4000
+                    timeout 60 /tmp/dbg/bin/py-spy record -r 500 -f raw --nonblocking -o "$OUT/spy-resident-lib.txt" -- \
+                      python3 scripts/resident_loop.py --library --blocks 200 ;;
+      # A whole pinprof profile run of the short step with CUPTI's raw buffers kept, to replay on a CPU.
+      record-short) timeout 150 python3 scripts/record_script.py --out "$OUT/record-short" -- \
+                      python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 --steps 600 --warm 100 ;;
+      # How far identical bare processes of the short step differ, free and held to 8 cores, and why.
+      noise-short) lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA|CPU max|CPU min)'; nvidia-smi topo -m
+                   cat /sys/fs/cgroup/cpu.max 2>/dev/null; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null
+                   short="scripts/resnet_train.py --model small --image-size 96 --batch-size 128 --steps 400 --warm 100"
+                   for r in 1 2 3 4; do echo "free: $(timeout 60 python3 $short | tail -n 1)"
+                     echo "cores 0-7: $(timeout 60 taskset -c 0-7 python3 $short | tail -n 1)"; done ;;
       # The host cost of each call on the recorder's per-batch path, and of its alternatives.
       primitives) timeout 150 python3 scripts/bench_primitives.py ;;
       # Where pinprof profile's cost goes on the short step: py-spy samples the profiled script and the bare one.
@@ -92,8 +107,19 @@ log="$OUT/gpu_check.log"
       process) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- \
                  python3 scripts/resnet_train.py --steps 100 ;;
       # The same on a short step (a four-layer CNN on 96x96 images, batch 128, two copies a step).
-      process-short) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- \
+      # Each round's pinprof output is kept: its copy calls left unmatched and its compute_ms spread.
+      process-short) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
+                       --keep "$OUT/process-short-${PINPROF_BACKEND:-auto}" -- \
                        python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 --steps 600 --warm 100 ;;
+      # The same with the events as the GPU clock, for the cost of each clock on the same step.
+      process-short-events) PINPROF_BACKEND=events timeout 420 python3 scripts/bench_process_overhead.py \
+                       --rounds ${PROCESS_ROUNDS:-4} --timeout 90 --keep "$OUT/process-short-events" -- \
+                       python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 --steps 600 --warm 100 ;;
+      # Resident three-leaf dict batches, 2 ms of CPU work a step: pinprof profile process against
+      # process (the default clock), then the library's blocks against bare ones, one process per clock.
+      process-resident) timeout 300 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
+                       --keep "$OUT/process-resident" -- python3 scripts/resident_loop.py --steps 1500 --warm 100 ;;
+      resident-lib) for b in cupti events cupti events; do PINPROF_BACKEND=$b timeout 60 python3 scripts/resident_loop.py --library; done ;;
       # CUPTI's records started before any step, and after three (the bench's hang, 2026-12-03).
       # Then a flush halfway, forced and plain, with the loader running: the suspect since.
       cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done

@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader, Dataset
 from profiler import TransferProfiler
 from profiler.capture import auto_hooks, backend
 from profiler.capture.auto_session import AutoSession
+from profiler.capture.cupti.recorder import CuptiRecorder
 from profiler.settings import current
 
 MiB = 1 << 20
@@ -56,6 +57,37 @@ class Tokens(Dataset):
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         g = torch.Generator().manual_seed(i)
         return {"input_ids": torch.randint(0, 30000, (512,), generator=g), "k": torch.tensor(ks(self.n)[i // 64])}
+
+
+def save_tap(rec: CuptiRecorder, stores: dict[int, str], out: Path) -> str:
+    """``out/recording.npz``: the raw buffers the recorder's tap kept, the record sizes and clock pair
+    of each, and every batch as the loop handed it over (``stores``: a store's id to its loop's name)."""
+    tap, rec.tap = rec.tap or [], None
+    buffers = [t for t in tap if t[0] == "buffer"]
+    batches = [
+        {"loop": stores.get(id(t[1]), "?"), "row": t[2], "calls": t[3], "windows": t[4], "end_ns": t[5]}
+        for t in tap
+        if t[0] == "batch"
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        out / "recording.npz",
+        buffer_bytes=np.frombuffer(b"".join(t[1] for t in buffers), dtype=np.uint8),
+        buffer_lengths=np.array([len(t[1]) for t in buffers], dtype=np.int64),
+        meta=np.array(
+            json.dumps(
+                {
+                    "sizes": {str(k): v for k, v in rec.sizes.items()},
+                    "clocks": [{"host_ns": t[2][0], "cupti": t[2][1], "rate": t[3]} for t in buffers],
+                    "batches": batches,
+                    "gpu_clock": backend.describe(),
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                }
+            )
+        ),
+    )
+    return f"{len(buffers)} buffers, {sum(len(t[1]) for t in buffers)} bytes, {len(batches)} batches"
 
 
 def main() -> None:
@@ -109,32 +141,7 @@ def main() -> None:
         stores[id(p._store)] = "auto"
     frames.append(session.close().assign(k=ks(n)))
 
-    tap = rec.tap
-    rec.tap = None
-    buffers = [t for t in tap if t[0] == "buffer"]
-    batches = [
-        {"loop": stores.get(id(t[1]), "?"), "row": t[2], "calls": t[3], "windows": t[4], "end_ns": t[5]}
-        for t in tap
-        if t[0] == "batch"
-    ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(
-        args.out / "recording.npz",
-        buffer_bytes=np.frombuffer(b"".join(t[1] for t in buffers), dtype=np.uint8),
-        buffer_lengths=np.array([len(t[1]) for t in buffers], dtype=np.int64),
-        meta=np.array(
-            json.dumps(
-                {
-                    "sizes": {str(k): v for k, v in rec.sizes.items()},
-                    "clocks": [{"host_ns": t[2][0], "cupti": t[2][1], "rate": t[3]} for t in buffers],
-                    "batches": batches,
-                    "gpu_clock": backend.describe(),
-                    "device": torch.cuda.get_device_name(),
-                    "torch": torch.__version__,
-                }
-            )
-        ),
-    )
+    saved = save_tap(rec, stores, args.out)
     cols = [
         "scenario",
         "batch",
@@ -154,9 +161,7 @@ def main() -> None:
     out = pd.concat(frames, ignore_index=True)[cols]
     out.to_csv(args.out / "expected.csv", index=False)
     print(out.groupby(["scenario", "k"])[["h2d_gpu_ms", "compute_ms"]].median())
-    print(
-        f"{len(buffers)} buffers, {sum(len(t[1]) for t in buffers)} bytes, {len(batches)} batches; {backend.describe()}"
-    )
+    print(f"{saved}; {backend.describe()}")
 
 
 if __name__ == "__main__":
