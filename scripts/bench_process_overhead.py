@@ -31,10 +31,33 @@ def run(cmd: list[str], timeout: float) -> tuple[float | None, str]:
     return (float(m.group(2)) if m else None), text[-800:]
 
 
+def attribution(clock: dict[str, object], timeline: Path) -> str:
+    """What the profiled run's records say of their own attribution: copy calls left without a record,
+    and rows whose step reads far more kernel time than the median row (a neighbour's kernels)."""
+    said = (
+        f"copy calls {clock.get('copy_calls', '-')}, unmatched {clock.get('unmatched_copy_calls', '-')}, "
+        f"late records {clock.get('late_records', '-')}"
+    )
+    if not timeline.is_file():
+        return said + "; no timeline.csv"
+    import pandas as pd
+
+    tl = pd.read_csv(timeline)
+    if "compute_ms" not in tl or tl["compute_ms"].isna().all():
+        return said
+    c = tl["compute_ms"].dropna()
+    med = float(c.median())
+    return (
+        f"{said}; compute_ms median {med:.4f}, p99 {float(c.quantile(0.99)):.4f}, "
+        f"rows above 1.5x median {int((c > 1.5 * med).sum())} of {len(c)}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4, help="bare/profiled pairs (default 4)")
     ap.add_argument("--timeout", type=float, default=120, help="seconds a process may take (default 120)")
+    ap.add_argument("--keep", default=None, help="keep each round's pinprof output under KEEP/round-N (default: none)")
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the script's command line")
     args = ap.parse_args()
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -44,7 +67,8 @@ def main() -> None:
     prof_ms: list[float] = []
     backend = "?"
     for r in range(args.rounds):
-        with tempfile.TemporaryDirectory(prefix="pinprof-bench-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="pinprof-bench-") as scratch:
+            tmp = str(Path(args.keep) / f"round-{r}") if args.keep else scratch
             profiled = [sys.executable, "-m", "profiler", "profile", "--out", tmp, "--no-plots", "--", *cmd]
             order = [("bare", cmd), ("profiled", profiled)]
             if r % 2:
@@ -58,7 +82,9 @@ def main() -> None:
                 got[kind] = ms
             meta = Path(tmp) / "meta.json"
             if meta.is_file():
-                backend = str(json.loads(meta.read_text()).get("gpu_clock", {}).get("backend", "?"))
+                clock = json.loads(meta.read_text()).get("gpu_clock", {})
+                backend = str(clock.get("backend", "?"))
+                print(f"round {r}: {attribution(clock, Path(tmp) / 'timeline.csv')}", flush=True)
         if len(got) == 2:
             bare_ms.append(got["bare"])
             prof_ms.append(got["profiled"])

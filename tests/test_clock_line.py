@@ -47,6 +47,18 @@ def test_the_events_say_why_not_cupti_and_a_handover_counts_both() -> None:
     )
 
 
+def test_records_that_came_after_their_batches_are_named() -> None:
+    tl, info = _run(CUPTI_RUN)
+    assert isinstance(info["gpu_clock"], dict)
+    info["gpu_clock"] = {**info["gpu_clock"], "late_records": 32_618}
+    assert clock_line(tl, info) == (
+        "GPU clock: CUPTI's activity records, every batch. 32,618 of CUPTI's records came after their batches "
+        "were written: those batches' GPU columns (copies, compute_ms) miss them."
+    )
+    info["gpu_clock"] = {**info["gpu_clock"], "late_records": 0}
+    assert clock_line(tl, info) == "GPU clock: CUPTI's activity records, every batch."
+
+
 def test_a_cpu_run_has_no_clock_line() -> None:
     tl, info = _run(DATA / "cpu_compare" / "w0")
     assert set(tl.gpu_clock) <= {"none"}

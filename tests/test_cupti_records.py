@@ -263,3 +263,39 @@ def test_event_rows_and_cupti_rows_land_on_one_host_timeline() -> None:
     # on a CPU device (no clock, no CUPTI row) nothing is GPU-timed
     cpu = build_timeline(store.columns(0, 1), 1000.0, None, {"run": "r", "scenario": "s", "mode": "pinned"})
     assert cpu.h2d_ms.isna().all() and list(cpu.gpu_clock) == ["none"]
+
+
+def test_records_delivered_after_their_batch_was_written_are_counted_late() -> None:
+    """Two queues of buffers, as CUPTI 12.3+ keeps them per launching thread unless told otherwise
+    (``CuptiRecorder._one_queue``): the main thread's buffer carries records past batch 0 and it is
+    written; the autograd thread's buffer, delivered after, holds batch 0's backward kernel. That
+    kernel is missing from batch 0's compute and is counted late, so the report can say so."""
+    ms = 1_000_000
+    stats = Stats()
+    records = Records(stats)
+    store = Store()
+    for i in range(2):
+        row = dict(TEMPLATE)
+        row["batch"] = i
+        store.append(row)
+        store.wait_for_gpu(i)
+        records.incoming.append(Pending(store, i, [], [(i * 100 * ms, i * 100 * ms + 90 * ms)], i * 100 * ms + 90 * ms))
+
+    def to_host(v: np.ndarray) -> np.ndarray:
+        return v
+
+    # the main thread's forward kernels of both batches (batch 1's second, 160 ms, carries the frontier
+    # past batch 0's end plus LAG_NS)
+    main = _kernel(1 * ms, 2 * ms, 1 * ms, 1) + _kernel(101 * ms, 102 * ms, 101 * ms, 3) + _kernel(160 * ms, 161 * ms, 160 * ms, 5)
+    records.take(layout.parse(main, {KERNEL: 216}), to_host)
+    records.process(force=False)
+    assert stats.late == 0
+    assert store.columns()["comp_gsum"][0] == pytest.approx(1.0)  # batch 0 written: forward only
+    # the autograd thread's buffer: batch 0's backward (late, lost) and batch 1's (in time, kept)
+    autograd = _kernel(3 * ms, 5 * ms, 2 * ms, 2) + _kernel(103 * ms, 105 * ms, 102 * ms, 4)
+    records.take(layout.parse(autograd, {KERNEL: 216}), to_host)
+    records.process(force=True)
+    assert stats.late == 1
+    cols = store.columns()
+    assert cols["comp_gsum"][0] == pytest.approx(1.0), cols["comp_gsum"]
+    assert cols["comp_gsum"][1] == pytest.approx(4.0), cols["comp_gsum"]

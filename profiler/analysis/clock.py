@@ -2,7 +2,7 @@
 
 Reads the timeline's ``gpu_clock`` column (str per batch: ``cupti``, ``events``, ``none`` on a CPU,
 ``unknown`` in a report written before the column) and ``meta.json``'s ``gpu_clock`` (``backend``,
-and ``why`` where CUPTI did not time the run: ``profiler.capture.backend.describe``).
+``why`` where CUPTI did not time the run, and ``late_records``: ``profiler.capture.backend.describe``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,23 @@ def clock_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
     why = meta.get("why") if isinstance(meta, dict) else None
     why = why.strip().rstrip(".") if isinstance(why, str) and why.strip() else None
     if named["events"] == 0:
-        return f"GPU clock: {CLOCKS['cupti']}, every batch."
+        return f"GPU clock: {CLOCKS['cupti']}, every batch.{_late(meta)}"
     if named["cupti"] == 0:
         return f"GPU clock: {CLOCKS['events']}, every batch" + (f"; not CUPTI: {why}." if why else ".")
-    return f"GPU clock: {CLOCKS['cupti']} for {named['cupti']} batches, {CLOCKS['events']} for {named['events']}" + (
-        f" ({why})." if why else "."
+    return (
+        f"GPU clock: {CLOCKS['cupti']} for {named['cupti']} batches, {CLOCKS['events']} for {named['events']}"
+        + (f" ({why})." if why else ".")
+        + _late(meta)
+    )
+
+
+def _late(meta: Any) -> str:
+    """A warning where CUPTI delivered records after the batches of their time were written
+    (``late_records``, ``profiler.capture.cupti.recorder``): those batches' GPU columns miss them."""
+    late = meta.get("late_records") if isinstance(meta, dict) else None
+    if not isinstance(late, int) or late <= 0:
+        return ""
+    return (
+        f" {late:,} of CUPTI's records came after their batches were written: those batches' GPU "
+        "columns (copies, compute_ms) miss them."
     )

@@ -25,9 +25,11 @@ SUCCESS = 0
 ERROR_MAX_LIMIT_REACHED = 12
 ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
 FLUSH_FORCED = 1
+ATTR_PER_THREAD_ACTIVITY_BUFFER = 9  # CUpti_ActivityAttribute (cupti_activity.h, CUDA 12.3 and later)
 
 _SIGNATURES: dict[str, list[Any]] = {
     "cuptiActivityRegisterCallbacks": [c_void_p, c_void_p],  # called by the shim (shim.c), not from Python
+    "cuptiActivitySetAttribute": [c_uint32, POINTER(c_size_t), c_void_p],
     "cuptiActivityEnable": [c_uint32],
     "cuptiActivityDisable": [c_uint32],
     "cuptiActivityFlushAll": [c_uint32],

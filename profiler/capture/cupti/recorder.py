@@ -37,6 +37,7 @@ import numpy as np
 
 from profiler.capture.cupti import attribute, layout
 from profiler.capture.cupti.lib import (
+    ATTR_PER_THREAD_ACTIVITY_BUFFER,
     ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
     FLUSH_FORCED,
     SUCCESS,
@@ -80,6 +81,7 @@ class Stats:
     calls: int = 0
     unmatched_calls: int = 0
     dropped: int = 0
+    late: int = 0  # records delivered after the batches of their time were written (they miss them)
     record_sizes: dict[int, int] = field(default_factory=dict)
     handovers: int = 0
 
@@ -174,6 +176,7 @@ class Records:
     def __init__(self, stats: Stats) -> None:
         self.stats = stats
         self.frontier_ns = 0  # the latest start of a delivered record, host ns
+        self.written_ns = 0  # the latest end of a batch already attributed, host ns
         self.incoming: deque[Pending] = deque()  # the loop appends; ``process`` pops
         self._pending: list[Pending] = []
         self._mem = layout.empty(MEMCPY)
@@ -187,12 +190,14 @@ class Records:
             ker = dict(ker)
             ker["start"], ker["end"] = to_host(ker["start"]), to_host(ker["end"])
             ker["queued"] = np.where(ker["queued"] > 0, to_host(ker["queued"]), 0)
+            self.stats.late += int(((ker["queued"] > 0) & (ker["queued"] <= self.written_ns)).sum())
             self._ker = layout.concat([self._ker, ker], KERNEL)
             self.stats.kernels += len(ker["start"])
             self.frontier_ns = max(self.frontier_ns, int(ker["start"].max()))
         if len(mem["start"]):
             mem = dict(mem)
             mem["start"], mem["end"] = to_host(mem["start"]), to_host(mem["end"])
+            self.stats.late += int((mem["start"] <= self.written_ns).sum())  # started, so issued, before
             self._mem = layout.concat([self._mem, mem], MEMCPY)
             self.stats.copies += len(mem["start"])
             self.frontier_ns = max(self.frontier_ns, int(mem["start"].max()))
@@ -262,6 +267,7 @@ class Records:
             keep_mem[: max(used) + 1] = False
         self._mem = layout.take(mem, keep_mem)
         horizon = max(p.end_ns for p in ready)
+        self.written_ns = max(self.written_ns, horizon)
         self._ker = layout.take(ker, (ker["queued"] > horizon) | (ker["queued"] == 0) & (ker["start"] > horizon))
 
 
@@ -288,6 +294,7 @@ class CuptiRecorder:
         """Register the buffers and enable the records; raises ``CuptiCallError`` (nothing left on)."""
         lib = self.lib
         try:
+            self._one_queue()
             register = ctypes.cast(lib.handle.cuptiActivityRegisterCallbacks, ctypes.c_void_p).value or 0
             code = self.shim.register(register, BUFFER_BYTES, MAX_BUFFERS)
             if code != SUCCESS:
@@ -312,6 +319,23 @@ class CuptiRecorder:
         if self._drainer is None:
             self._drainer = threading.Thread(target=self._drain_loop, name="pinprof-cupti", daemon=True)
             self._drainer.start()
+
+    def _one_queue(self) -> None:
+        """One queue of buffers for every thread, before the callbacks are registered. CUPTI 12.3 and
+        later fill a buffer per launching thread by default and hand each back when full: on the H200
+        (2026-12-04, a small CNN's training step) the autograd thread's backward kernels came back in
+        buffers of their own, up to 0.6 s after the main thread's buffers had carried records past
+        their batches, so those batches were written without their backward (0.58 of 1.28 ms) and
+        some without their copies. With one queue, a record delivered means the records before it
+        were delivered too, which is what ``Records.process`` relies on."""
+        off = ctypes.c_uint8(0)
+        size = ctypes.c_size_t(ctypes.sizeof(off))
+        try:
+            self.lib.call(
+                "cuptiActivitySetAttribute", ATTR_PER_THREAD_ACTIVITY_BUFFER, ctypes.byref(size), ctypes.byref(off)
+            )
+        except CuptiCallError:
+            pass  # a CUPTI before 12.3: it has no such attribute, its buffers are the process's
 
     def _drain_loop(self) -> None:
         while True:
@@ -428,6 +452,7 @@ class CuptiRecorder:
             "buffers_live_refused": list(self.shim.counts()),
             "copy_calls": s.calls,
             "unmatched_copy_calls": s.unmatched_calls,
+            "late_records": s.late,
             "record_bytes": {("kernel" if k == KERNEL else "memcpy"): v for k, v in s.record_sizes.items()},
             "cupti_ticks_per_ns": self.clock.rate,
             "handed_to_torch_profiler": s.handovers,
