@@ -236,7 +236,7 @@ def test_json_gives_the_headline(tmp_path: Path) -> None:
 
 
 def test_a_short_step_is_told_the_host_sets_its_pace_and_how_to_cut_its_launches() -> None:
-    """``h200_short_step``: a four-layer CNN on 96x96 images, 7.2 ms a batch, its kernels busy 0.6 ms
+    """``h200_short_step``: a four-layer CNN on 96x96 images, 7.1 ms a batch, its kernels busy 1.3 ms
     of it (CUPTI's records): the host's launches set the pace, not the GC pause nor the copy."""
     d = diagnosed("h200_short_step")["Images/bs128/w12"]
     assert "the host's launches set the pace" in d.headline.text and d.headline.bound == InputBound.NOT
