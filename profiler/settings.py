@@ -50,6 +50,7 @@ class Settings:
     backend: str
     cupti_flush_ms: int  # CUPTI's own flush period; 0: none
     cupti_latency: bool  # kernels' launch times in CUPTI's records
+    cupti_queues: str  # "thread": a queue of CUPTI's buffers a launching thread (CUPTI's default); "process": one
     tune: str  # PINPROF_TUNE: a trial's changes, JSON ("" outside pinprof tune)
     tune_stop: int  # PINPROF_TUNE_STOP: batches after which the trial stops; 0: never
     rank: int
@@ -119,6 +120,15 @@ def _backend(env: Mapping[str, str]) -> str:
     return text
 
 
+def _queues(env: Mapping[str, str]) -> str:
+    text = env.get("PINPROF_CUPTI_QUEUES", "").strip().lower() or "thread"
+    if text not in ("process", "thread"):
+        from profiler.errors import UsageError
+
+        raise UsageError(f"$PINPROF_CUPTI_QUEUES={text!r}: give thread (the default) or process")
+    return text
+
+
 def _ranks(env: Mapping[str, str]) -> tuple[int, int, int]:
     """(RANK, LOCAL_RANK, WORLD_SIZE), checked: torchrun sets 0 <= RANK < WORLD_SIZE."""
     rank, local, world = _int(env, "RANK", 0), _int(env, "LOCAL_RANK", 0), _int(env, "WORLD_SIZE", 1)
@@ -154,6 +164,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         tune=env.get("PINPROF_TUNE", "").strip(),
         tune_stop=_count(env, "PINPROF_TUNE_STOP"),
         cupti_latency=env.get("PINPROF_CUPTI_LATENCY", "").strip() != "0",
+        cupti_queues=_queues(env),
         rank=rank,
         local_rank=local_rank,
         world_size=world_size,

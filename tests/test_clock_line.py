@@ -52,8 +52,8 @@ def test_records_that_came_after_their_batches_are_named() -> None:
     assert isinstance(info["gpu_clock"], dict)
     info["gpu_clock"] = {**info["gpu_clock"], "late_records": 32_618}
     assert clock_line(tl, info) == (
-        "GPU clock: CUPTI's activity records, every batch. 32,618 of CUPTI's records came after their batches "
-        "were written: those batches' GPU columns (copies, compute_ms) miss them."
+        "GPU clock: CUPTI's activity records, every batch. 32,618 of CUPTI's records came more than 30 s after "
+        "the batches of their time were written: those batches' GPU columns (compute_ms) miss them."
     )
     info["gpu_clock"] = {**info["gpu_clock"], "late_records": 0}
     assert clock_line(tl, info) == "GPU clock: CUPTI's activity records, every batch."

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from profiler.capture.cupti import attribute, layout
-from profiler.capture.cupti.recorder import CuptiClock, Pending, Records, Stats
+from profiler.capture.cupti.recorder import Call, CuptiClock, Pending, Records, Stats
 from profiler.capture.store import TEMPLATE, Store
 
 DATA = Path(__file__).parent / "data" / "h200_cupti"
@@ -265,11 +265,11 @@ def test_event_rows_and_cupti_rows_land_on_one_host_timeline() -> None:
     assert cpu.h2d_ms.isna().all() and list(cpu.gpu_clock) == ["none"]
 
 
-def test_records_delivered_after_their_batch_was_written_are_counted_late() -> None:
-    """Two queues of buffers, as CUPTI 12.3+ keeps them per launching thread unless told otherwise
-    (``CuptiRecorder._one_queue``): the main thread's buffer carries records past batch 0 and it is
-    written; the autograd thread's buffer, delivered after, holds batch 0's backward kernel. That
-    kernel is missing from batch 0's compute and is counted late, so the report can say so."""
+def test_records_delivered_after_their_batch_was_written_are_added_to_it() -> None:
+    """Two queues of buffers, as CUPTI 12.3+ keeps them, one a launching thread
+    (``CuptiRecorder._queues``): the main thread's buffer carries records past batch 0 and it is
+    written; the autograd thread's buffer, delivered after, holds batch 0's backward kernel and a copy
+    record of batch 0's that the main thread's buffer lacked. Both are added to the written row."""
     ms = 1_000_000
     stats = Stats()
     records = Records(stats)
@@ -279,23 +279,52 @@ def test_records_delivered_after_their_batch_was_written_are_counted_late() -> N
         row["batch"] = i
         store.append(row)
         store.wait_for_gpu(i)
-        records.incoming.append(Pending(store, i, [], [(i * 100 * ms, i * 100 * ms + 90 * ms)], i * 100 * ms + 90 * ms))
+        calls: list[Call] = [(i * 100 * ms, i * 100 * ms + ms // 2, ((4096,),))]
+        records.incoming.append(
+            Pending(store, i, calls, [(i * 100 * ms + ms, i * 100 * ms + 90 * ms)], i * 100 * ms + 90 * ms)
+        )
+    sizes = {KERNEL: 216, MEMCPY: 96}
 
     def to_host(v: np.ndarray) -> np.ndarray:
         return v
 
-    # the main thread's forward kernels of both batches (batch 1's second, 160 ms, carries the frontier
-    # past batch 0's end plus LAG_NS)
-    main = _kernel(1 * ms, 2 * ms, 1 * ms, 1) + _kernel(101 * ms, 102 * ms, 101 * ms, 3) + _kernel(160 * ms, 161 * ms, 160 * ms, 5)
-    records.take(layout.parse(main, {KERNEL: 216}), to_host)
+    # the main thread's forward kernels and batch 1's copy; batch 1's second kernel (160 ms) carries
+    # the frontier past batch 0's end plus LAG_NS, so batch 0 is written with no copy and 1 ms of kernels
+    main = (
+        _kernel(2 * ms, 3 * ms, 2 * ms, 2)
+        + _memcpy(100 * ms + 100_000, 100 * ms + 200_000, 4096, 2, 5)
+        + _kernel(101 * ms, 102 * ms, 101 * ms, 6)
+        + _kernel(160 * ms, 161 * ms, 160 * ms, 8)
+    )
+    records.take(layout.parse(main, dict(sizes)), to_host)
     records.process(force=False)
-    assert stats.late == 0
-    assert store.columns()["comp_gsum"][0] == pytest.approx(1.0)  # batch 0 written: forward only
-    # the autograd thread's buffer: batch 0's backward (late, lost) and batch 1's (in time, kept)
-    autograd = _kernel(3 * ms, 5 * ms, 2 * ms, 2) + _kernel(103 * ms, 105 * ms, 102 * ms, 4)
-    records.take(layout.parse(autograd, {KERNEL: 216}), to_host)
-    records.process(force=True)
-    assert stats.late == 1
     cols = store.columns()
-    assert cols["comp_gsum"][0] == pytest.approx(1.0), cols["comp_gsum"]
-    assert cols["comp_gsum"][1] == pytest.approx(4.0), cols["comp_gsum"]
+    assert cols["comp_gsum"][0] == pytest.approx(1.0) and np.isnan(cols["h2d_gsum"][0])
+    assert stats.unmatched_calls == 1
+    # the other queue: batch 0's copy and backward kernel (late: added), batch 1's backward (in time)
+    other = (
+        _memcpy(100_000, 300_000, 4096, 2, 1)
+        + _kernel(4 * ms, 6 * ms, 3 * ms, 3)
+        + _kernel(103 * ms, 105 * ms, 102 * ms, 7)
+    )
+    records.take(layout.parse(other, dict(sizes)), to_host)
+    records.process(force=True)
+    cols = store.columns()
+    assert cols["comp_gsum"].tolist() == pytest.approx([3.0, 4.0])
+    assert cols["comp_gs"][0] == pytest.approx(2.0) and cols["comp_ge"][0] == pytest.approx(6.0)
+    assert cols["h2d_gsum"].tolist() == pytest.approx([0.2, 0.1])
+    assert cols["src_memory"][0] == "pinned"
+    assert stats.late_added == 2 and stats.late == 0 and stats.unmatched_calls == 0
+    # 40 s on, batch 2 is written and the first two drop out of what is kept (HISTORY_NS): a kernel of
+    # batch 0's time that comes now can no longer be added, and is counted lost
+    row = dict(TEMPLATE)
+    row["batch"] = 2
+    store.append(row)
+    store.wait_for_gpu(2)
+    t = 40_000 * ms
+    records.incoming.append(Pending(store, 2, [], [(t + ms, t + 90 * ms)], t + 90 * ms))
+    records.take(layout.parse(_kernel(t + 2 * ms, t + 3 * ms, t + 2 * ms, 9), dict(sizes)), to_host)
+    records.process(force=True)
+    assert stats.late == 0
+    records.take(layout.parse(_kernel(50 * ms, 51 * ms, 50 * ms, 4), dict(sizes)), to_host)
+    assert stats.late == 1 and store.columns()["comp_gsum"][0] == pytest.approx(3.0)

@@ -199,7 +199,7 @@ def test_h2d_gpu_ms_agrees_with_torch_profiler(case: str) -> None:
 
 def test_compute_ms_holds_backward_launched_from_autograds_thread() -> None:
     """A training step: forward launched from the loop's thread, backward's kernels from autograd's own
-    thread, whose records CUPTI 12.3+ would keep in buffers of their own (``CuptiRecorder._one_queue``).
+    thread, whose records CUPTI 12.3+ would keep in buffers of their own (``CuptiRecorder._queues``).
     Every row's compute_ms is the step's kernel time as torch.profiler gives it, and none came late."""
     from torch import nn
 

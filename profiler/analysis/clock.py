@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+HISTORY_S = 30  # profiler.capture.cupti.recorder.HISTORY_NS: how long a written batch takes late records
 CLOCKS = {"cupti": "CUPTI's activity records", "events": "CUDA events"}
 
 
@@ -38,12 +39,12 @@ def clock_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
 
 
 def _late(meta: Any) -> str:
-    """A warning where CUPTI delivered records after the batches of their time were written
+    """A warning where CUPTI delivered records too late to be added to the batches of their time
     (``late_records``, ``profiler.capture.cupti.recorder``): those batches' GPU columns miss them."""
     late = meta.get("late_records") if isinstance(meta, dict) else None
     if not isinstance(late, int) or late <= 0:
         return ""
     return (
-        f" {late:,} of CUPTI's records came after their batches were written: those batches' GPU "
-        "columns (copies, compute_ms) miss them."
+        f" {late:,} of CUPTI's records came more than {HISTORY_S} s after the batches of their time were "
+        "written: those batches' GPU columns (compute_ms) miss them."
     )

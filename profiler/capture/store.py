@@ -111,6 +111,35 @@ class Store:
         while waiting and waiting[0] <= row:
             waiting.popleft()
 
+    def add_cupti(
+        self,
+        row: int,
+        h2d: tuple[float, float, float] | None,
+        src: str | None,
+        comp: tuple[float, float, float] | None,
+    ) -> None:
+        """Records that came after ``row`` was written (``set_cupti``), added to it: first starts and
+        last ends widened, summed and busy times added (a late record is another thread's, run
+        between the others on the stream, not beside them), a second memory kind made ``mixed``.
+        The journal keeps the row as first written: only the timeline at the end has what came late."""
+        base = row * _G
+        gpu = self._gpu
+        if len(gpu) < base + _G:
+            return
+        first_copy = gpu[base + _GSUM] != gpu[base + _GSUM]  # NaN: no copy record was set before
+        for got, (i_s, i_e, i_sum) in ((h2d, (_GS, _GE, _GSUM)), (comp, (_CS, _CE, _CSUM))):
+            if got is None:
+                continue
+            s, e, total = got
+            old_s, old_e, old_sum = gpu[base + i_s], gpu[base + i_e], gpu[base + i_sum]
+            gpu[base + i_s] = s if old_s != old_s else min(old_s, s)  # NaN: nothing there yet
+            gpu[base + i_e] = e if old_e != old_e else max(old_e, e)
+            gpu[base + i_sum] = total if old_sum != old_sum else old_sum + total
+        if src is not None and row < len(self._kinds):
+            # the kind the host noted stands until CUPTI names one: the first record's kind replaces it
+            had = self._kinds[row]
+            self._kinds[row] = src if first_copy or had == src else "mixed"
+
     def first_waiting(self) -> int | None:
         """The first row still waiting for CUPTI's records; None when none is."""
         waiting = self._waiting

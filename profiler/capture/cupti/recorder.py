@@ -54,6 +54,7 @@ MAX_BUFFERS = 64  # 64 MiB in CUPTI's hands at most; past that CUPTI drops recor
 FLUSH_PERIOD_MS = 500  # profiler.settings' default for PINPROF_CUPTI_FLUSH_MS
 DRAIN_S = 0.1  # how often the recorder's thread takes the buffers CUPTI handed back
 LAG_NS = 50_000_000
+HISTORY_NS = 30_000_000_000  # written batches whose late records can still be added: the last 30 s
 TAKEN = "another CUPTI client (Nsight Systems or torch.profiler) holds the activity records"
 
 # One copy call: host start and end (ns, perf_counter clock) and what it should have copied.
@@ -72,6 +73,18 @@ class Pending:
 
 
 @dataclass
+class Done:
+    """A batch already written, kept ``HISTORY_NS`` for records that come late: its step's windows and
+    the copy calls (with the records still missing) that found no record."""
+
+    store: Store
+    row: int
+    windows: list[tuple[int, int]]
+    missing: list[Call]
+    end_ns: int
+
+
+@dataclass
 class Stats:
     """What the recorder saw (``meta.json`` ``gpu_clock``)."""
 
@@ -81,7 +94,8 @@ class Stats:
     calls: int = 0
     unmatched_calls: int = 0
     dropped: int = 0
-    late: int = 0  # records delivered after the batches of their time were written (they miss them)
+    late: int = 0  # records delivered after the batches of their time were written, and not added to them
+    late_added: int = 0  # records delivered after their batch was written, added to it since
     record_sizes: dict[int, int] = field(default_factory=dict)
     handovers: int = 0
 
@@ -177,6 +191,8 @@ class Records:
         self.stats = stats
         self.frontier_ns = 0  # the latest start of a delivered record, host ns
         self.written_ns = 0  # the latest end of a batch already attributed, host ns
+        self._done: deque[Done] = deque()  # batches written in the last HISTORY_NS, oldest first
+        self.first_ns = 0  # the start of the first written batch's first step window, host ns
         self.incoming: deque[Pending] = deque()  # the loop appends; ``process`` pops
         self._pending: list[Pending] = []
         self._mem = layout.empty(MEMCPY)
@@ -190,17 +206,92 @@ class Records:
             ker = dict(ker)
             ker["start"], ker["end"] = to_host(ker["start"]), to_host(ker["end"])
             ker["queued"] = np.where(ker["queued"] > 0, to_host(ker["queued"]), 0)
-            self.stats.late += int(((ker["queued"] > 0) & (ker["queued"] <= self.written_ns)).sum())
-            self._ker = layout.concat([self._ker, ker], KERNEL)
             self.stats.kernels += len(ker["start"])
             self.frontier_ns = max(self.frontier_ns, int(ker["start"].max()))
+            late = (ker["queued"] > 0) & (ker["queued"] <= self.written_ns)
+            if late.any():
+                ker = layout.take(ker, ~self._late_kernels(layout.take(ker, late), late))
+            self._ker = layout.concat([self._ker, ker], KERNEL)
         if len(mem["start"]):
             mem = dict(mem)
             mem["start"], mem["end"] = to_host(mem["start"]), to_host(mem["end"])
-            self.stats.late += int((mem["start"] <= self.written_ns).sum())  # started, so issued, before
-            self._mem = layout.concat([self._mem, mem], MEMCPY)
             self.stats.copies += len(mem["start"])
             self.frontier_ns = max(self.frontier_ns, int(mem["start"].max()))
+            late = mem["start"] <= self.written_ns  # started on the device, so issued, before
+            if late.any() and any(d.missing for d in self._done):
+                mem = layout.take(mem, ~self._late_copies(layout.take(mem, late), late))
+            self._mem = layout.concat([self._mem, mem], MEMCPY)
+
+    def _late_kernels(self, ker: dict[str, np.ndarray], late: np.ndarray) -> np.ndarray:
+        """Kernels launched before the latest written batch ended, delivered after it was written (a
+        launching thread's own queue, ``CuptiRecorder._queues``): each one launched in a written
+        batch's step window is added to that batch's row. Returns, over the mask ``late`` of the whole
+        buffer, which of them were added (the rest go on as any record: a batch still waiting may
+        own them, else they belong to no step)."""
+        done = list(self._done)
+        wins = sorted((s, e, i) for i, d in enumerate(done) for s, e in d.windows)
+        added = np.zeros(len(ker["queued"]), dtype=bool)
+        if wins:
+            ws = np.array([w[0] for w in wins], dtype=np.int64)
+            we = np.array([w[1] for w in wins], dtype=np.int64)
+            wrow = np.array([w[2] for w in wins], dtype=np.int64)
+            win = attribute.assign_kernels(ker["queued"], ws, we)
+            group = np.where(win >= 0, wrow[np.clip(win, 0, None)], -1)
+            first, last, busy = attribute.per_group(group, ker["start"], ker["end"], len(done))
+            for i in np.unique(group[group >= 0]):
+                d = done[int(i)]
+                d.store.add_cupti(d.row, h2d=None, src=None, comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6))
+            added = group >= 0
+        self.stats.late_added += int(added.sum())
+        # Launched after the first batch's step began but before the oldest batch kept: no row can
+        # take them any more (before the first step, they belong to no batch anyway).
+        oldest = min((s for d in done for s, _ in d.windows), default=self.written_ns)
+        q = ker["queued"]
+        self.stats.late += int((~added & (q >= self.first_ns) & (q < oldest)).sum())
+        out = np.zeros(len(late), dtype=bool)
+        out[np.flatnonzero(late)[added]] = True
+        return out
+
+    def _late_copies(self, mem: dict[str, np.ndarray], late: np.ndarray) -> np.ndarray:
+        """Copy records that started before the latest written batch ended, delivered after it was
+        written: matched, in order, against the written batches' copy calls that found no record.
+        Returns, over the mask ``late`` of the whole buffer, which were added (the rest go on as any
+        record: a batch still waiting, a prefetching loop's next one, may own them)."""
+        back = np.flatnonzero(late)
+        order = np.argsort(mem["correlation"], kind="stable")
+        mem, back = layout.take(mem, order), back[order]
+        flat = sorted(((c[0], c[1], c[2], i) for i, d in enumerate(self._done) for c in d.missing), key=lambda t: t[0])
+        n = len(mem["start"])
+        lo, hi = np.full(n, -np.inf), np.full(n, np.inf)  # the kernels around them are long gone
+        matched = attribute.match_copies([(a, b, x) for a, b, x, _ in flat], mem["bytes"], mem["start"], lo, hi)
+        used = np.zeros(n, dtype=bool)
+        found: dict[int, list[int]] = {}
+        for (_, _, _, i), got in zip(flat, matched):
+            for k in got:
+                if k >= 0:
+                    found.setdefault(i, []).append(k)
+                    used[k] = True
+        done = list(self._done)
+        for i, ks in found.items():
+            idx = np.array(ks)
+            kinds = {layout.MEMORY_KINDS.get(int(v), f"kind{int(v)}") for v in mem["src_kind"][idx]}
+            d = done[i]
+            d.store.add_cupti(
+                d.row,
+                h2d=(
+                    float(mem["start"][idx].min()) / 1e6,
+                    float(mem["end"][idx].max()) / 1e6,
+                    float((mem["end"][idx] - mem["start"][idx]).sum()) / 1e6,
+                ),
+                src=kinds.pop() if len(kinds) == 1 else "mixed",
+                comp=None,
+            )
+            self.stats.unmatched_calls -= len(ks)
+            d.missing = []  # what is left of its calls can no longer be told apart: none kept
+        self.stats.late_added += int(used.sum())
+        out = np.zeros(len(late), dtype=bool)
+        out[back[used]] = True
+        return out
 
     def process(self, force: bool) -> None:
         """Attribute the batches whose work is over (``force``: every batch waiting)."""
@@ -228,13 +319,17 @@ class Records:
         matched = attribute.match_copies([(s, e, x) for s, e, x, _ in flat], mem["bytes"], mem["start"], lo, hi)
         used: list[int] = []
         h2d: dict[int, list[int]] = {}
-        for (_, _, _expects, i), got in zip(flat, matched):
+        missing: dict[int, list[Call]] = {}
+        for (s, e, expects, i), got in zip(flat, matched):
+            lost = tuple(x for x, k in zip(expects, got) if k < 0)
             for k in got:
                 if k >= 0:
                     h2d.setdefault(i, []).append(k)
                     used.append(k)
                 else:
                     self.stats.unmatched_calls += 1
+            if lost:
+                missing.setdefault(i, []).append((s, e, lost))
         # Kernels by the step window their launch fell in.
         wins = sorted((s, e, i) for i, p in enumerate(ready) for s, e in p.windows)
         ws = np.array([w[0] for w in wins], dtype=np.int64)
@@ -268,6 +363,13 @@ class Records:
         self._mem = layout.take(mem, keep_mem)
         horizon = max(p.end_ns for p in ready)
         self.written_ns = max(self.written_ns, horizon)
+        done = self._done
+        if not self.first_ns:
+            self.first_ns = min((s for p in ready for s, _ in p.windows), default=0)
+        for i, p in enumerate(ready):
+            done.append(Done(p.store, p.row, p.windows, missing.get(i, []), p.end_ns))
+        while done and done[0].end_ns < horizon - HISTORY_NS:
+            done.popleft()
         self._ker = layout.take(ker, (ker["queued"] > horizon) | (ker["queued"] == 0) & (ker["start"] > horizon))
 
 
@@ -294,7 +396,7 @@ class CuptiRecorder:
         """Register the buffers and enable the records; raises ``CuptiCallError`` (nothing left on)."""
         lib = self.lib
         try:
-            self._one_queue()
+            self._queues(per_thread=current().cupti_queues == "thread")
             register = ctypes.cast(lib.handle.cuptiActivityRegisterCallbacks, ctypes.c_void_p).value or 0
             code = self.shim.register(register, BUFFER_BYTES, MAX_BUFFERS)
             if code != SUCCESS:
@@ -320,19 +422,22 @@ class CuptiRecorder:
             self._drainer = threading.Thread(target=self._drain_loop, name="pinprof-cupti", daemon=True)
             self._drainer.start()
 
-    def _one_queue(self) -> None:
-        """One queue of buffers for every thread, before the callbacks are registered. CUPTI 12.3 and
-        later fill a buffer per launching thread by default and hand each back when full: on the H200
-        (2026-12-04, a small CNN's training step) the autograd thread's backward kernels came back in
-        buffers of their own, up to 0.6 s after the main thread's buffers had carried records past
-        their batches, so those batches were written without their backward (0.58 of 1.28 ms) and
-        some without their copies. With one queue, a record delivered means the records before it
-        were delivered too, which is what ``Records.process`` relies on."""
-        off = ctypes.c_uint8(0)
-        size = ctypes.c_size_t(ctypes.sizeof(off))
+    def _queues(self, per_thread: bool) -> None:
+        """A queue of buffers for each launching thread (``PINPROF_CUPTI_QUEUES=thread``, the default,
+        CUPTI's own since 12.3), or one for all (``process``); set before the callbacks are registered,
+        every start, since torch.profiler's Kineto sets it too.
+
+        CUPTI hands a buffer back when it is full. With a buffer a thread, on the H200 (2026-12-04, a
+        small CNN's training step) the autograd thread's backward kernels came back up to 0.6 s after
+        the main thread's buffers had carried records past their batches, so ``Records.process`` wrote
+        those batches first: ``Records.take`` then adds such late records to them. With one queue
+        they come in order, but the resnet50 benchmark hung in two of three runs in that mode (8 and
+        12 rounds; the autograd thread in a kernel launch), so it is not the default."""
+        value = ctypes.c_uint8(1 if per_thread else 0)
+        size = ctypes.c_size_t(ctypes.sizeof(value))
         try:
             self.lib.call(
-                "cuptiActivitySetAttribute", ATTR_PER_THREAD_ACTIVITY_BUFFER, ctypes.byref(size), ctypes.byref(off)
+                "cuptiActivitySetAttribute", ATTR_PER_THREAD_ACTIVITY_BUFFER, ctypes.byref(size), ctypes.byref(value)
             )
         except CuptiCallError:
             pass  # a CUPTI before 12.3: it has no such attribute, its buffers are the process's
@@ -453,6 +558,7 @@ class CuptiRecorder:
             "copy_calls": s.calls,
             "unmatched_copy_calls": s.unmatched_calls,
             "late_records": s.late,
+            "late_records_added": s.late_added,
             "record_bytes": {("kernel" if k == KERNEL else "memcpy"): v for k, v in s.record_sizes.items()},
             "cupti_ticks_per_ns": self.clock.rate,
             "handed_to_torch_profiler": s.handovers,
