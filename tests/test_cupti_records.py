@@ -4,6 +4,7 @@ matching rules on made-up records where a rule is easier to see."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import struct
@@ -330,6 +331,10 @@ def test_records_delivered_after_their_batch_was_written_are_added_to_it() -> No
     assert stats.late == 1 and store.columns()["comp_gsum"][0] == pytest.approx(3.0)
 
 
+def _to_host(v: np.ndarray, p: int, c: int, rate: float) -> np.ndarray:
+    return p + np.round((v - c) / rate).astype(np.int64)
+
+
 def _replay_live(path: Path) -> tuple[Store, Stats, list[dict[str, Any]], list[int]]:
     """A recording through ``Records`` in the order the recorder met it: each batch handed over once
     it ended, before the first buffer taken after that; every buffer attributed as it came."""
@@ -363,7 +368,7 @@ def _replay_live(path: Path) -> tuple[Store, Stats, list[dict[str, Any]], list[i
         queued = parsed[KERNEL]["queued"]
         if len(queued):
             taken.append(p + round((int(queued.max()) - c) / rate))
-        records.take(parsed, lambda v, p=p, c=c, r=rate: p + np.round((v - c) / r).astype(np.int64))
+        records.take(parsed, functools.partial(_to_host, p=p, c=c, rate=rate))
         records.process(force=False)
     while given < len(batches):
         hand_over(batches[given])
