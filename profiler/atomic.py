@@ -163,12 +163,16 @@ def neutralised(frame: pd.DataFrame) -> pd.DataFrame:
         values = frame[col]
         if values.dtype != object and not isinstance(values.dtype, pd.StringDtype):
             continue
-        text = values.astype("string")
-        risky = text.str.startswith(FORMULA_START).fillna(False).to_numpy(bool)
-        if risky.any():
+        # read in Python, not through pandas' string methods: a journal append's few rows paid for
+        # four pandas calls a text column
+        cells = values.tolist()
+        risky = [isinstance(x, str) and x.startswith(FORMULA_START) for x in cells]
+        if any(risky):
             if out is frame:
                 out = frame.copy()
-            out[col] = values.where(~risky, "'" + text)
+            out[col] = pd.Series(
+                ["'" + x if r else x for x, r in zip(cells, risky)], index=values.index, dtype=values.dtype
+            )
     return out
 
 
@@ -194,7 +198,9 @@ def csv_rows(frame: pd.DataFrame) -> str:
             if values.isna().any():
                 cells = [None if x != x else x for x in cells]  # NaN: the empty cell to_csv writes
         else:
-            cells = values.astype(object).where(values.notna(), None).tolist()
+            cells = values.tolist()
+            if values.hasnans:
+                cells = [None if x is pd.NA or (isinstance(x, float) and x != x) else x for x in cells]
         columns.append(cells)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(zip(*columns))

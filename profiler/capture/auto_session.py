@@ -183,7 +183,9 @@ class AutoSession:
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
         self.journal_error: str | None = None  # why appends stopped (a full disk), said once
-        self._writer = rows.JournalWriter(self.flush, self.clock.every_ms / 1e3) if journal is not None else None
+        self._writer = (
+            rows.JournalWriter(self.flush, self.clock.every_ms / 1e3, paced=True) if journal is not None else None
+        )
         # Batches fetched and not yet closed into rows, oldest first (profiler.capture.in_flight).
         self.flight: list[tuple[TransferProfiler, dict[str, Any]]] = []
         self.patterns = Patterns()
@@ -285,6 +287,9 @@ class AutoSession:
         prof._cur = rec
         self.cur = (prof, rec)
         self.flight.append(self.cur)
+        writer = self._writer
+        if writer is not None and writer.due:  # an append waits for a batch's step to run beside
+            writer.nudge()
 
     def abandon(self, prof: TransferProfiler, rec: dict[str, Any]) -> None:
         """After it raised (StopIteration at the loader's end, or the user's error): no batch. In a
