@@ -432,7 +432,8 @@ class CuptiRecorder:
         the main thread's buffers had carried records past their batches, so ``Records.process`` wrote
         those batches first: ``Records.take`` then adds such late records to them. With one queue
         they come in order, but the resnet50 benchmark hung in two of three runs in that mode (8 and
-        12 rounds; the autograd thread in a kernel launch), so it is not the default."""
+        12 rounds; the main thread in a forward, autograd's thread in native code), so it is not the
+        default."""
         value = ctypes.c_uint8(1 if per_thread else 0)
         size = ctypes.c_size_t(ctypes.sizeof(value))
         try:
