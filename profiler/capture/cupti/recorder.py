@@ -114,6 +114,16 @@ def _c_reads(lib: Lib, shim: Shim) -> Callable[[], tuple[int, int, int]] | None:
         return None
 
 
+def _copies(mem: dict[str, np.ndarray], ks: list[int]) -> tuple[tuple[float, float, float], str]:
+    """A batch's copy records (indices ``ks`` into ``mem``, host ns): (first start, last end, summed
+    time) in ms, and the memory kind they read, ``mixed`` where they differ."""
+    idx = np.array(ks)
+    kinds = {layout.MEMORY_KINDS.get(int(v), f"kind{int(v)}") for v in mem["src_kind"][idx]}
+    start, end = mem["start"][idx], mem["end"][idx]
+    times = (float(start.min()) / 1e6, float(end.max()) / 1e6, float((end - start).sum()) / 1e6)
+    return times, kinds.pop() if len(kinds) == 1 else "mixed"
+
+
 class CuptiClock:
     """CUPTI's timestamps onto ``perf_counter_ns``: ``host = p + (cupti - c) / rate`` from the latest
     paired read (p, c), the rate from the first and the latest.
@@ -273,19 +283,9 @@ class Records:
                     used[k] = True
         done = list(self._done)
         for i, ks in found.items():
-            idx = np.array(ks)
-            kinds = {layout.MEMORY_KINDS.get(int(v), f"kind{int(v)}") for v in mem["src_kind"][idx]}
             d = done[i]
-            d.store.add_cupti(
-                d.row,
-                h2d=(
-                    float(mem["start"][idx].min()) / 1e6,
-                    float(mem["end"][idx].max()) / 1e6,
-                    float((mem["end"][idx] - mem["start"][idx]).sum()) / 1e6,
-                ),
-                src=kinds.pop() if len(kinds) == 1 else "mixed",
-                comp=None,
-            )
+            h2d, src = _copies(mem, ks)
+            d.store.add_cupti(d.row, h2d=h2d, src=src, comp=None)
             self.stats.unmatched_calls -= len(ks)
             d.missing = []  # what is left of its calls can no longer be told apart: none kept
         self.stats.late_added += int(used.sum())
@@ -341,18 +341,8 @@ class Records:
         for i, p in enumerate(ready):
             ks = h2d.get(i)
             if ks:
-                idx = np.array(ks)
-                kinds = {layout.MEMORY_KINDS.get(int(v), f"kind{int(v)}") for v in mem["src_kind"][idx]}
-                p.store.set_cupti(
-                    p.row,
-                    h2d=(
-                        float(mem["start"][idx].min()) / 1e6,
-                        float(mem["end"][idx].max()) / 1e6,
-                        float((mem["end"][idx] - mem["start"][idx]).sum()) / 1e6,
-                    ),
-                    src=kinds.pop() if len(kinds) == 1 else "mixed",
-                    comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6),
-                )
+                times, src = _copies(mem, ks)
+                p.store.set_cupti(p.row, h2d=times, src=src, comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6))
             else:
                 p.store.set_cupti(p.row, h2d=None, src=None, comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6))
         # What can no longer be any batch's: matched copies and those issued before the last match;
