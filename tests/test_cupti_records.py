@@ -31,6 +31,22 @@ def recording() -> tuple[list[bytes], dict[str, Any]]:
     return [raw[a:b] for a, b in itertools.pairwise(bounds)], meta
 
 
+def _to_host(v: np.ndarray, p: int, c: int, rate: float) -> np.ndarray:
+    """CUPTI's times onto the host clock by the pair (host ``p``, CUPTI ``c``) and ``rate`` a buffer had."""
+    return p + np.round((v - c) / rate).astype(np.int64)
+
+
+def _hand_over(records: Records, store: Store, b: dict[str, Any]) -> None:
+    """Recorded batch ``b`` handed to ``records`` as the loop hands it over, its row in ``store``."""
+    while len(store) <= b["row"]:
+        row = dict(TEMPLATE)
+        row["batch"] = len(store)
+        store.append(row)
+    store.wait_for_gpu(b["row"])
+    calls = [(s, e, tuple(tuple(x) for x in exp)) for s, e, exp in b["calls"]]
+    records.incoming.append(Pending(store, b["row"], calls, [tuple(w) for w in b["windows"]], b["end_ns"]))
+
+
 def replay() -> tuple[dict[str, pd.DataFrame], Stats]:
     """The recording through ``Records``, as the recorder ran it: every batch handed over, every
     buffer moved onto the host clock by the pair CUPTI's clock had then, then the end (forced)."""
@@ -40,21 +56,10 @@ def replay() -> tuple[dict[str, pd.DataFrame], Stats]:
     records = Records(stats)
     stores: dict[str, Store] = {}
     for b in meta["batches"]:
-        store = stores.setdefault(b["loop"], Store())
-        while len(store) <= b["row"]:
-            row = dict(TEMPLATE)
-            row["batch"] = len(store)
-            store.append(row)
-        store.wait_for_gpu(b["row"])
-        calls = [(s, e, tuple(tuple(x) for x in exp)) for s, e, exp in b["calls"]]
-        records.incoming.append(Pending(store, b["row"], calls, [tuple(w) for w in b["windows"]], b["end_ns"]))
+        _hand_over(records, stores.setdefault(b["loop"], Store()), b)
     for raw, clock in zip(buffers, meta["clocks"]):
         p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
-
-        def to_host(v: np.ndarray, p: int = p, c: int = c, r: float = rate) -> np.ndarray:
-            return p + np.round((v - c) / r).astype(np.int64)
-
-        records.take(layout.parse(raw, dict(sizes)), to_host)
+        records.take(layout.parse(raw, dict(sizes)), functools.partial(_to_host, p=p, c=c, rate=rate))
         records.process(force=False)
     records.process(force=True)
     out = {}
@@ -331,10 +336,6 @@ def test_records_delivered_after_their_batch_was_written_are_added_to_it() -> No
     assert stats.late == 1 and store.columns()["comp_gsum"][0] == pytest.approx(3.0)
 
 
-def _to_host(v: np.ndarray, p: int, c: int, rate: float) -> np.ndarray:
-    return p + np.round((v - c) / rate).astype(np.int64)
-
-
 def _replay_live(path: Path) -> tuple[Store, Stats, list[dict[str, Any]], list[int]]:
     """A recording through ``Records`` in the order the recorder met it: each batch handed over once
     it ended, before the first buffer taken after that; every buffer attributed as it came."""
@@ -349,19 +350,10 @@ def _replay_live(path: Path) -> tuple[Store, Stats, list[dict[str, Any]], list[i
     batches = meta["batches"]
     given = 0
 
-    def hand_over(b: dict[str, Any]) -> None:
-        while len(store) <= b["row"]:
-            row = dict(TEMPLATE)
-            row["batch"] = len(store)
-            store.append(row)
-        store.wait_for_gpu(b["row"])
-        calls = [(s, e, tuple(tuple(x) for x in exp)) for s, e, exp in b["calls"]]
-        records.incoming.append(Pending(store, b["row"], calls, [tuple(w) for w in b["windows"]], b["end_ns"]))
-
     taken: list[int] = []
     for (a, b), clock in zip(itertools.pairwise(bounds), meta["clocks"]):
         while given < len(batches) and batches[given]["end_ns"] < clock["host_ns"]:
-            hand_over(batches[given])
+            _hand_over(records, store, batches[given])
             given += 1
         p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
         parsed = layout.parse(raw[a:b], dict(sizes))
@@ -371,7 +363,7 @@ def _replay_live(path: Path) -> tuple[Store, Stats, list[dict[str, Any]], list[i
         records.take(parsed, functools.partial(_to_host, p=p, c=c, rate=rate))
         records.process(force=False)
     while given < len(batches):
-        hand_over(batches[given])
+        _hand_over(records, store, batches[given])
         given += 1
     records.process(force=True)
     # the last launch each queue delivered: rows whose step ended before the earliest of them have
