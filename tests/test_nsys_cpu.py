@@ -22,13 +22,16 @@ from profiler.nsys.schema import read_nvtx
 
 HERE = Path(__file__).parent
 
-# An NVTX call under nsys costs a few microseconds, and each range edge is one such call away from
-# pinprof's own clock read: the typical gap is that (median bound). A single batch may also lose the
-# CPU between the two, so it gets 0.1 ms. The outliers once blamed on that (26 us in CI, up to 2.6 ms
-# here under load, always batch 0) were NVTX string registrations made at a phase's first push,
-# inside its clock window; phase names are now registered up front (tests/test_nvtx_ranges.py), and
-# with two busy processes on this 2-core machine the largest gap in 6 captures was 8 us.
-MEDIAN_TOLERANCE_MS = 0.02
+# Each range edge is one NVTX call away from pinprof's own clock read, so a column's typical gap
+# (its median over batches) is two such edges. What an edge costs depends on the machine: 4-8 us here
+# idle, 13-21 us in one fresh-clone CI run, where a fixed 20 us bound failed. So the median is bounded
+# by the capture's own measure of it: the time from a batch range's start to its fetch range's start,
+# which holds a whole NVTX push plus pinprof's fetch bookkeeping and clock read, so at least any single
+# edge (tests/test_nsys_cpu.py: edge_us). A single batch may also lose the CPU, so each gets 0.1 ms; a
+# lost or moved edge is off by a whole phase (0.5 ms or more). The outliers once blamed on descheduling
+# (26 us in CI, up to 2.6 ms under load, always batch 0) were NVTX string registrations made at a
+# phase's first push, inside its clock window; phase names are now registered up front
+# (tests/test_nvtx_ranges.py).
 TOLERANCE_MS = 0.1
 
 
@@ -82,17 +85,41 @@ def test_every_batch_has_its_range_with_phases_nested(capture: Path) -> None:
             assert names == {"fetch", "cpu_work", "compute"}, (b.name, names)
 
 
+def edge_us(report: Path) -> float:
+    """The median time from each batch range's start to its fetch range's start, in us: one NVTX push
+    and pinprof's bookkeeping before the fetch's clock read, on this machine under this capture."""
+    con = sqlite3.connect(report)
+    ranges = read_nvtx(con)
+    con.close()
+    batches = ranges[ranges.name.str.match(r"^batch \d+$")]
+    fetches = ranges[ranges.name == "fetch"]
+    gaps = [
+        fetches[(fetches.tid == b.tid) & (fetches.start >= b.start) & (fetches.end <= b.end)].start.min() - b.start
+        for b in batches.itertuples()
+    ]
+    return float(pd.Series(gaps).median()) / 1e3
+
+
 @pytest.mark.nsys
 def test_imported_durations_agree_with_pinprof_host_figures(capture: Path) -> None:
     theirs = pd.read_csv(capture / "nsys_timeline.csv")
     ours = pd.read_csv(capture / "timeline.csv")
     assert list(theirs.batch) == list(ours.batch) == list(range(8))
     assert set(theirs.scenario) == {"pageable/cpu-test"} and set(theirs["mode"]) == {"pageable"}
+    edge = edge_us(capture / "report.sqlite")
+    print(f"one range edge, as this capture measures it: {edge:.1f} us")
+    assert 0 < edge < TOLERANCE_MS * 1e3 / 2, "no batch range holds its fetch range at its start"
     for col in ("fetch_ms", "cpu_work_ms", "compute_ms", "batch_ms"):
-        diff = (theirs[col] - ours[col]).abs()
+        signed = theirs[col] - ours[col]
+        diff = signed.abs()
         print(f"{col}: |nsys - pinprof| median {diff.median() * 1e3:.1f} us, max {diff.max() * 1e3:.1f} us")
-        assert diff.median() < MEDIAN_TOLERANCE_MS and (diff < TOLERANCE_MS).all(), col
-        assert (theirs[col] <= ours[col] + TOLERANCE_MS).all(), col  # NVTX ranges nest inside our clock reads
+        assert diff.median() * 1e3 < 2 * edge and (diff < TOLERANCE_MS).all(), col
+        if col == "batch_ms":
+            # The batch range is pushed before the fetch's clock read (it holds the fetch range) and
+            # popped before the batch's end is read: wider at its start, narrower at its end.
+            assert (signed > -TOLERANCE_MS).all() and (signed < TOLERANCE_MS).all(), col
+        else:
+            assert (signed <= TOLERANCE_MS).all(), col  # phase ranges nest inside our clock reads
 
 
 @pytest.mark.nsys
@@ -154,10 +181,12 @@ def test_an_unmodified_script_under_nsys_and_pinprof_profile_gives_the_same_batc
     assert sorted(map(tuple, theirs[key].to_numpy())) == sorted(map(tuple, ours[key].to_numpy()))
     assert set(ours.scenario) == {"Pairs/bs8/w1", "Held/bs16/w0"} and len(ours) == 5 + 2
     both = ours.merge(theirs, on=key, suffixes=("", "_nsys"))
+    edge = edge_us(out / "report.sqlite")
+    print(f"one range edge, as this capture measures it: {edge:.1f} us")
     for col in ("fetch_ms", "batch_ms"):
         diff = (both[f"{col}_nsys"] - both[col]).abs()
         print(f"{col}: |nsys - pinprof profile| median {diff.median() * 1e3:.1f} us, max {diff.max() * 1e3:.1f} us")
         # Same batches: a range edge lost or moved to a neighbour would be off by a whole batch. Not the
         # 0.1 ms bound of the loop above: this run has a worker process and a second profiler process
         # beside nsys on 2 cores, and a fresh-clone CI run saw one fetch 0.74 ms apart (median 3.8 us).
-        assert diff.median() < MEDIAN_TOLERANCE_MS and (diff < 0.5 * both.batch_ms).all(), col
+        assert diff.median() * 1e3 < 2 * edge and (diff < 0.5 * both.batch_ms).all(), col

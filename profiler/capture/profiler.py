@@ -147,8 +147,8 @@ class TransferProfiler:
                     rec["own_sum"] = rec["fetch_s"] - resumed + now_ms() - rec["fetch_e"]
                     yield batch
                 finally:
+                    nvtx.pop()  # before the clock, as the other loops do: the range's end nests inside
                     resumed = now_ms()
-                    nvtx.pop()
                     if rec is not None and self._cur is rec:
                         rec["batch_e"] = resumed
                         # to_device's own work: its time less the copy calls (or the staging, which
