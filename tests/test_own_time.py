@@ -117,6 +117,40 @@ def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
     assert steady.pinprof_ms.notna().all() and steady.pinprof_ms.median() < 2.0
 
 
+def test_an_append_shortens_pythons_switch_interval_and_gives_it_back() -> None:
+    """While the journal's thread appends, the loop's thread waits at most ``APPEND_SWITCH_S`` for
+    Python's lock (not the 5 ms default) each time it takes it back; after, the program's own
+    interval holds, also one it set during the append."""
+    from profiler.capture.rows import APPEND_SWITCH_S, JournalWriter
+
+    seen: list[float] = []
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.004)
+        writer = JournalWriter(lambda: seen.append(sys.getswitchinterval()), every_s=0.01, say=False)
+        writer.start()
+        deadline = time.monotonic() + 5
+        while len(seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        writer.stop()
+        assert seen and set(seen) == {APPEND_SWITCH_S}, seen
+        assert sys.getswitchinterval() == 0.004
+
+        def sets_its_own() -> None:
+            seen.append(sys.getswitchinterval())
+            sys.setswitchinterval(0.002)  # as a program's own thread might, during an append
+
+        writer = JournalWriter(sets_its_own, every_s=0.01, say=False)
+        writer.start()
+        deadline = time.monotonic() + 5
+        while sys.getswitchinterval() != 0.002 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        writer.stop()
+        assert sys.getswitchinterval() == 0.002  # the program's, not put back to 0.004 over it
+    finally:
+        sys.setswitchinterval(before)
+
+
 def test_pinprof_run_rows_hold_pinprof_ms(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "profiler", "run", "--out", str(out), "--force", "--device", "cpu"]

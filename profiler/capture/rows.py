@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -126,6 +127,26 @@ class Flusher:
         self.clock.flushed(started)
 
 
+# Python's lock passes between threads every 5 ms by default (sys.getswitchinterval): while an append
+# holds it, the loop's thread waits up to that long each time it takes the lock back, after every torch
+# op or sleep that let it go. During an append the interval is this short, so that wait is too.
+APPEND_SWITCH_S = 0.0005
+
+
+@contextmanager
+def quick_switches() -> Iterator[None]:
+    """Around an append: Python's switch interval at most ``APPEND_SWITCH_S``, then back as it was
+    (unless the program set its own meanwhile)."""
+    before = sys.getswitchinterval()
+    ours = min(before, APPEND_SWITCH_S)
+    sys.setswitchinterval(ours)
+    try:
+        yield
+    finally:
+        if sys.getswitchinterval() == ours:
+            sys.setswitchinterval(before)
+
+
 class JournalWriter(threading.Thread):
     """Calls ``flush`` every ``every_s`` seconds from its own thread until ``stop``: the loop's thread
     makes no append (a timeline built for the batches completed since the last, then one write), but
@@ -162,7 +183,8 @@ class JournalWriter(threading.Thread):
                 if self._stopped.is_set():
                     return
             try:
-                self._flush()
+                with quick_switches():
+                    self._flush()
             except Exception as err:
                 self.error = err
                 if self._say:
