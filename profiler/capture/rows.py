@@ -82,7 +82,8 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
 # H200, in a resnet50 loop of 65 ms steps (scripts/bench_profile_overhead.py --ablate), the loader's
 # next() took 1.27 ms per step with an append every 2 s and 0.66 ms without the journal: 0.6 ms, about
 # 0.9% of the step. An append (a timeline built for the batches since the last) holds Python's lock:
-# on this project's CPU machine 11-26 ms to build, 16-140 ms to format and write 165-1,938 rows.
+# on this project's CPU machine 7-15 ms to build, 6-78 ms to format and write 10-2,000 rows
+# (scripts/bench_append.py).
 FLUSH_SHARE = 0.002
 
 

@@ -205,7 +205,8 @@ def conform(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame[list(COLUMNS) + [c for c in frame.columns if c not in SCHEMA]]
     # Only the columns not of their dtype yet: a cast of each of 65 columns cost the journal's thread
     # (which holds Python's lock while the loop may wait) most of an append's 50 ms on the CPU machine.
-    wrong = {c: t for c, t in SCHEMA.items() if str(frame[c].dtype) != t}
+    have = dict(zip(frame.columns, map(str, frame.dtypes)))  # one read of the dtypes, not a Series a column
+    wrong = {c: t for c, t in SCHEMA.items() if have[c] != t}
     return frame.astype(wrong) if wrong else frame.copy()
 
 
