@@ -89,9 +89,9 @@ def test_pinprof_ms_of_the_library_loop_is_its_bookkeeping_not_the_copies() -> N
 
 
 def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
-    """``pinprof profile`` with an append every 0.25 s of a 1.5 s loop: no batch pays for one. Before
-    the appends left the loop's thread, the first one (74-134 ms on this kind of machine) lay inside
-    the first batches."""
+    """``pinprof profile`` with an append every 0.25 s of a 1.5 s loop: no batch pays for one, and no
+    time falls between rows. Before the appends left the loop's thread, the first one (74-134 ms on
+    this kind of machine) lay between batch 0 and batch 1, in no row."""
     out = tmp_path / "r"
     cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--"]
     cmd += ["python", str(HERE / "scripts" / "waiting_steps.py"), "--batches", "36", "--step-ms", "40"]
@@ -100,20 +100,31 @@ def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     tl = read_timeline(out / "timeline.csv")
     assert len(tl) == 36
+    # Between one row's end and the next row's start lies only pinprof's own bookkeeping (0.1-0.3 ms
+    # here), which the next row's pinprof_ms counts; an append there (7 ms or more) would be in no row.
+    gaps = (tl.batch_start_ms.shift(-1) - tl.batch_start_ms - tl.batch_ms).iloc[:-1]
+    counted = tl.pinprof_ms.shift(-1).iloc[:-1]
     steady = tl[~tl.warmup].iloc[:-1]  # the last batch ends at the loader's end, not a step
     # A full garbage collection stops the loop wherever it falls (fresh-clone CI runs had one batch
     # of 141-177 ms here: a 100-165 ms collection, which gc_ms now names); the appends are what this
     # test is about, so each batch is read without its collections.
     own = steady.batch_ms - steady.gc_ms
     median = statistics.median(own)
-    first = own.iloc[0]
     print(
-        f"steady batch_ms less gc_ms: first {first:.2f}, median {median:.2f}, max {own.max():.2f} ms; "
-        f"full collections {steady.gc_ms[steady.gc_ms > 0].round(1).tolist()} ms"
+        f"steady batch_ms less gc_ms: first {own.iloc[0]:.2f}, median {median:.2f}, max {own.max():.2f} ms; "
+        f"gaps between rows {gaps.min() * 1e3:.1f}-{gaps.max() * 1e3:.1f} us; "
+        f"full collections {steady.gc_ms[steady.gc_ms > 0].round(1).tolist()} ms\n"
+        + tl[["batch", "warmup", "batch_ms", "fetch_ms", "compute_ms", "pinprof_ms", "gc_ms"]].round(2).to_string()
+    )
+    assert ((gaps > -0.01) & (gaps < 2.0) & (gaps < counted)).all(), pd.DataFrame(
+        {"gap": gaps, "next pinprof_ms": counted}
     )
     assert steady.gc_ms.notna().all()
     assert 38 < median < 60
-    assert first < 1.25 * median and own.max() < 1.5 * median
+    # The first steady batch is held to the same bound as every other. A 1.25x bound for it alone
+    # failed a fresh-clone CI run with batch 0 at 60.4 ms (1.46x) while the first append came at
+    # batch 5 or so (0.27 s in): the loop's own start-up, which the warm-up rule leaves in below 2x.
+    assert own.max() < 1.5 * median
     assert steady.pinprof_ms.notna().all() and steady.pinprof_ms.median() < 2.0
 
 
