@@ -122,8 +122,8 @@ def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
     assert steady.gc_ms.notna().all()
     assert 38 < median < 60
     # The first steady batch is held to the same bound as every other. A 1.25x bound for it alone
-    # failed a fresh-clone CI run with batch 0 at 60.4 ms (1.46x) while the first append came at
-    # batch 5 or so (0.27 s in): the loop's own start-up, which the warm-up rule leaves in below 2x.
+    # failed a fresh-clone CI run with it at 60.4 ms (1.46x), while here the first append comes at
+    # about batch 5 (0.27 s in): the loop's own start-up, which the warm-up rule leaves in below 2x.
     assert own.max() < 1.5 * median
     assert steady.pinprof_ms.notna().all() and steady.pinprof_ms.median() < 2.0
 
