@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 # idle, 13-21 us in one fresh-clone CI run, where a fixed 20 us bound failed. So the median is bounded
 # by the capture's own measure of it: the time from a batch range's start to its fetch range's start,
 # which holds a whole NVTX push plus pinprof's fetch bookkeeping and clock read, so at least any single
-# edge (tests/test_nsys_cpu.py: edge_us). A single batch may also lose the CPU, so each gets 0.1 ms; a
+# edge (``edge_us``). A single batch may also lose the CPU, so each gets 0.1 ms; a
 # lost or moved edge is off by a whole phase (0.5 ms or more). The outliers once blamed on descheduling
 # (26 us in CI, up to 2.6 ms under load, always batch 0) were NVTX string registrations made at a
 # phase's first push, inside its clock window; phase names are now registered up front
@@ -108,18 +108,18 @@ def test_imported_durations_agree_with_pinprof_host_figures(capture: Path) -> No
     assert set(theirs.scenario) == {"pageable/cpu-test"} and set(theirs["mode"]) == {"pageable"}
     edge = edge_us(capture / "report.sqlite")
     print(f"one range edge, as this capture measures it: {edge:.1f} us")
-    assert 0 < edge < TOLERANCE_MS * 1e3 / 2, "no batch range holds its fetch range at its start"
+    # an edge as long as a batch's whole bound would make the median bound say nothing
+    assert 0 < edge < TOLERANCE_MS * 1e3, "no batch range holds its fetch range at its start, or NVTX is slow"
     for col in ("fetch_ms", "cpu_work_ms", "compute_ms", "batch_ms"):
         signed = theirs[col] - ours[col]
         diff = signed.abs()
         print(f"{col}: |nsys - pinprof| median {diff.median() * 1e3:.1f} us, max {diff.max() * 1e3:.1f} us")
         assert diff.median() * 1e3 < 2 * edge and (diff < TOLERANCE_MS).all(), col
-        if col == "batch_ms":
-            # The batch range is pushed before the fetch's clock read (it holds the fetch range) and
-            # popped before the batch's end is read: wider at its start, narrower at its end.
-            assert (signed > -TOLERANCE_MS).all() and (signed < TOLERANCE_MS).all(), col
-        else:
-            assert (signed <= TOLERANCE_MS).all(), col  # phase ranges nest inside our clock reads
+        # Phase ranges nest inside our clock reads. The batch range does not (no one-sided check): it
+        # is pushed before the fetch's clock read, as it holds the fetch range, and popped before the
+        # batch's end is read, so it is wider at its start and narrower at its end.
+        if col != "batch_ms":
+            assert (signed <= TOLERANCE_MS).all(), col
 
 
 @pytest.mark.nsys
