@@ -100,7 +100,7 @@ def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     tl = read_timeline(out / "timeline.csv")
     assert len(tl) == 36
-    # Between one row's end and the next row's start lies only pinprof's own bookkeeping (0.1-0.3 ms
+    # Between one row's end and the next row's start lies only pinprof's own bookkeeping (0.05-0.3 ms
     # here), which the next row's pinprof_ms counts; an append there (7 ms or more) would be in no row.
     gaps = (tl.batch_start_ms.shift(-1) - tl.batch_start_ms - tl.batch_ms).iloc[:-1]
     counted = tl.pinprof_ms.shift(-1).iloc[:-1]
