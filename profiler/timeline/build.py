@@ -117,7 +117,7 @@ def _typed(columns: Mapping[str, Any], n: int) -> dict[str, Any]:
         if dtype == "float64":
             out[col] = values  # float arrays already, or a constant pandas spreads
             continue
-        if values is None or np.ndim(values) == 0:
+        if values is None or np.isscalar(values):  # not np.ndim: it would copy a raw list into an array
             values = [values] * n
         out[col] = np.asarray(values, dtype=dtype) if dtype in ("int64", "bool") else pd.array(values, dtype=dtype)
     return out
