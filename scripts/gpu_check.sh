@@ -101,7 +101,8 @@ log="$OUT/gpu_check.log"
       # The resnet50 loop with CUPTI's records, started before the model is built (as pinprof profile
       # starts them). Started after the warm-up (--late-cupti) it hung on the H200 every time (step
       # cupti-hang). Step process measures the same loop process against process.
-      profile-cupti) timeout 240 python3 scripts/bench_profile_overhead.py --cupti --watchdog 200 --rounds ${PROFILE_ROUNDS:-8} ;;
+      profile-cupti) timeout ${PROFILE_TIMEOUT:-240} python3 scripts/bench_profile_overhead.py --cupti \
+                       --watchdog $(( ${PROFILE_TIMEOUT:-240} - 40 )) --rounds ${PROFILE_ROUNDS:-8} ;;
       # pinprof profile against the bare script, process against process (CUPTI is process-wide);
       # PINPROF_BACKEND picks the clock.
       process) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- \
@@ -168,7 +169,7 @@ log="$OUT/gpu_check.log"
       *) echo "unknown step $step" ;;
     esac
     echo "=== $step rc=$? ($(date +%T))"
+    # Packed after every step: a call cut short at its limit still brings back the steps that ended.
+    (cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude gpu_check.log . 2>/dev/null)
   done
 } 2>&1 | tee "$log"
-# Bring folders back as one archive (the device tool returns at most 8 files, 2 folders deep).
-(cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude gpu_check.log . 2>/dev/null)
