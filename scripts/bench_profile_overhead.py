@@ -102,7 +102,13 @@ Block = tuple[str, float, float]  # kind, ms per step, ms per step in next()
 
 
 def run_blocks(
-    model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], kinds: list[str], rounds: int, steps: int
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    it: Iterator[Any],
+    kinds: list[str],
+    rounds: int,
+    steps: int,
+    handover: str = "pause",
 ) -> tuple[list[Block], Any]:
     """bare, k1, bare, k2, ..., bare: every profiled block sits between two bare ones, and its ratio is
     to their mean. Blocks of this loop drift by several ms/step (the loader's pin thread, host
@@ -114,11 +120,13 @@ def run_blocks(
     # CUPTI, once on, is process-wide: a bare block after a profiled one would pay for its records
     # too. So it is handed back before each bare block and taken again before each profiled one
     # (outside the timed blocks), as the bare script and the profiled script would run.
+    # --handover pause (the default) enables the records again under the callbacks already registered;
+    # full registers them again, as after torch.profiler (with that, 8 rounds or more hung on the H200).
     rec = backend.start(torch.device(DEVICE), late_ok=True)  # started before the warm-up unless --late-cupti
-    for kind in order:
+    for i, kind in enumerate(order):
         if kind == "bare":
             if rec is not None:
-                rec.release("bench: a bare block")
+                rec.release("bench: a bare block", paused=handover == "pause")
             got.append((kind, *block(model, opt, it, steps)))
         else:
             if rec is not None:
@@ -127,6 +135,8 @@ def run_blocks(
             got.append((kind, *ms))
             rows = s.close()
             tl = rows if kind == "profiled" else tl
+        # progress, so a run stopped by --watchdog shows how far it came
+        print(f"  block {i + 1}/{len(order)} {kind}: {got[-1][1]:.3f} ms/step", file=sys.stderr, flush=True)
     return got, tl
 
 
@@ -235,6 +245,13 @@ def main() -> None:
         "on the H200: profiler.capture.backend)",
     )
     p.add_argument(
+        "--handover",
+        choices=("pause", "full"),
+        default="pause",
+        help="with --cupti, between blocks: pause the records (enable them again under the same callbacks) or "
+        "hand CUPTI over in full (register the callbacks again, as after torch.profiler)",
+    )
+    p.add_argument(
         "--watchdog",
         type=float,
         default=0.0,
@@ -260,7 +277,7 @@ def main() -> None:
     it = batches(loader)
     block(model, opt, it, 40)  # warm-up: cuDNN autotuning, workers started, allocators grown
     kinds = ["profiled"] + (["ungated", "user-copies", "no-journal"] if args.ablate else [])
-    got, tl = run_blocks(model, opt, it, kinds, args.rounds, args.steps)
+    got, tl = run_blocks(model, opt, it, kinds, args.rounds, args.steps, args.handover)
     print(
         f"resnet50 bs{args.batch_size} bf16, {args.workers} workers{' (isolated)' * args.isolate}, blocks of "
         f"{args.steps} steps, each profiled "
@@ -268,7 +285,8 @@ def main() -> None:
     )
     info = backend.describe()
     print(
-        f"  GPU clock: {info.get('backend')}, {info.get('records')}, unmatched copy calls {info.get('unmatched_copy_calls')}"
+        f"  GPU clock: {info.get('backend')}, {info.get('records')}, unmatched copy calls "
+        f"{info.get('unmatched_copy_calls')}{f', CUPTI handed over between blocks: {args.handover}' * args.cupti}"
     )
     report(got, kinds)
     print(

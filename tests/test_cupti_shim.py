@@ -122,6 +122,47 @@ def test_only_a_forced_collect_flushes_cupti() -> None:
     assert [c for c in lib.calls if c[0] == "cuptiActivityFlushAll"] == [("cuptiActivityFlushAll", (FLUSH_FORCED,))]
 
 
+def test_a_paused_recorder_enables_its_records_again_without_registering() -> None:
+    """``release(paused=True)`` then ``resume``: the records enabled again under the callbacks CUPTI
+    has, not registered again (a late registration is what the resnet50 benchmark's hangs shared); a
+    handover to another client registers them again on ``resume``."""
+    import time
+
+    from profiler.capture.cupti.recorder import KERNEL, MEMCPY, CuptiRecorder
+
+    class Lib:
+        path = "libcupti (fake)"
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, tuple[object, ...]]] = []
+
+        def call(self, name: str, *args: object) -> None:
+            self.calls.append((name, args))
+
+        def timestamp(self) -> int:
+            return time.perf_counter_ns()
+
+    class NoBuffers:
+        def take(self) -> None:
+            return None
+
+    lib = Lib()
+    rec = CuptiRecorder(lib, NoBuffers())  # type: ignore[arg-type]
+    starts: list[int] = []
+    rec.start = lambda: starts.append(1) or setattr(rec, "active", True)  # type: ignore[method-assign,func-returns-value]
+    rec.active = True
+    rec.release("a bare block", paused=True)
+    assert not rec.active and ("cuptiActivityDisable", (KERNEL,)) in lib.calls
+    lib.calls.clear()
+    assert rec.resume() and rec.active
+    assert lib.calls == [("cuptiActivityEnable", (MEMCPY,)), ("cuptiActivityEnable", (KERNEL,))] and starts == []
+    rec.release("torch.profiler ran")
+    lib.calls.clear()
+    assert rec.resume() and rec.active and starts == [1]
+    assert [c for c in lib.calls if c[0] == "cuptiActivityEnable"] == []
+    assert rec.stats.handovers == 2
+
+
 TIMESTAMP = ctypes.CFUNCTYPE(ctypes.c_int, POINTER(ctypes.c_uint64))
 
 

@@ -371,6 +371,7 @@ class CuptiRecorder:
         self.lib, self.shim = lib, shim
         self.active = False
         self.why_not = ""  # set when it stopped or could not start: the line the report prints
+        self._paused = False  # stopped by release(paused=True): resume enables the records only
         self.stats = Stats()
         self.sizes: dict[int, int] = {}
         self.records = Records(self.stats)
@@ -445,8 +446,10 @@ class CuptiRecorder:
             except CuptiCallError:
                 pass
 
-    def release(self, why: str) -> None:
-        """Stop recording (another client takes CUPTI over): what was recorded is attributed first."""
+    def release(self, why: str, paused: bool = False) -> None:
+        """Stop recording (another client takes CUPTI over): what was recorded is attributed first.
+        ``paused``: no other client comes (the caller only stops the records for a while), so
+        ``resume`` enables them again under the callbacks already registered."""
         if not self.active:
             return
         try:
@@ -464,12 +467,25 @@ class CuptiRecorder:
         self.active = False
         self.why_not = why
         self.stats.handovers += 1
+        self._paused = paused
 
     def resume(self) -> bool:
         """Record again after a handover (torch.profiler ended); False, with why, where CUPTI refuses."""
         if self.active:
             return True
         try:
+            if self._paused:
+                # Only the records: registering the callbacks again after the process's CUDA work began
+                # is the step a late first start shares with this one, and such starts hung the
+                # resnet50 benchmark on the H200 (reports/README.md).
+                try:
+                    self.lib.call("cuptiActivityEnable", MEMCPY)
+                    self.lib.call("cuptiActivityEnable", KERNEL)
+                except CuptiCallError:
+                    self._disable()
+                    raise
+                self.active = True
+                return True
             self.start()
         except CuptiCallError as err:
             self.why_not = f"{self.why_not}; taking CUPTI back failed: {err}"
