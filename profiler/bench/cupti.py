@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from profiler.capture import backend
+
 KINDS = {"Pageable -> Device": "pageable", "Pinned -> Device": "pinned", "Device -> Device": "device"}
 
 
@@ -43,6 +45,7 @@ def capture(fn: Callable[[], Any], host_ops: bool = True) -> pd.DataFrame:
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if host_ops else [ProfilerActivity.CUDA]
     with profile(activities=activities) as prof:
         fn()
+    backend.take_back()  # a pinprof recorder it took CUPTI from records again (a bench's next block)
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:

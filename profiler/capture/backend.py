@@ -30,8 +30,12 @@ CUPTI falls back to the events, and the report says why, where:
   H200);
 - libcupti cannot be loaded, or refuses to start, or no C compiler builds the shim;
 - torch.profiler runs for a while in the middle of the run: the recorder hands over
-  (``CuptiRecorder.release``), the batches meanwhile are timed with events, and it takes CUPTI back
-  when the profile ends (``CuptiRecorder.resume``).
+  (``CuptiRecorder.release``), and the batches from then on, to the end of the run, are timed with
+  events. CUPTI is not taken back when the profile ends: that would enable the records again in a
+  process whose CUDA work runs, which is what a late first start does, and on the H200 (2026-12-04)
+  the resnet50 bench, handing its records over and taking them back between blocks of 40 steps, hung
+  within 8 rounds in each of three runs (one queue or a queue a thread, callbacks registered again
+  or not), the autograd thread's launch waiting as in the late starts.
 """
 
 from __future__ import annotations
@@ -58,6 +62,11 @@ LATE = (
     "started that late hung a resnet50 training loop on the H200, so CUDA events time this run. Run the "
     "script under pinprof profile, which starts them before the script, or call "
     "profiler.capture.backend.start() before the first CUDA work"
+)
+
+HANDED_OVER = (
+    "torch.profiler ran: CUPTI was handed to it, and the batches from then on are timed with CUDA events "
+    "(taking CUPTI back while the process's CUDA work runs hung a resnet50 training loop on the H200)"
 )
 
 
@@ -109,32 +118,34 @@ def _start(late_ok: bool) -> tuple[CuptiRecorder | None, str]:
 
 def _watch_torch_profiler() -> None:
     """torch.profiler (and ``torch.autograd.profiler.profile``) prepare Kineto in ``_prepare_trace``:
-    CUPTI is handed over just before, and taken back once the profile's ``__exit__`` has run (a
-    ``schedule`` runs the profiler in cycles: the batches between them are CUPTI's again)."""
+    CUPTI is handed over just before, for the rest of the run (not taken back: see the module's
+    docstring)."""
     profile = torch.autograd.profiler.profile
-    prepare, leave = profile._prepare_trace, profile.__exit__
+    prepare = profile._prepare_trace
     if getattr(prepare, "_pinprof", False):
         return
 
     def _prepare_trace(self: Any) -> Any:
         rec = _recorder
         if rec is not None and rec.active:
-            rec.release("torch.profiler ran: the batches while it ran are timed with CUDA events")
-            self._pinprof_took = True
+            rec.release(HANDED_OVER)
         return prepare(self)
-
-    def __exit__(self: Any, *exc: Any) -> Any:
-        try:
-            return leave(self, *exc)
-        finally:
-            rec = _recorder
-            if getattr(self, "_pinprof_took", False) and rec is not None:
-                self._pinprof_took = False
-                rec.resume()
 
     _prepare_trace._pinprof = True  # type: ignore[attr-defined]
     profile._prepare_trace = _prepare_trace  # type: ignore[method-assign]
-    profile.__exit__ = __exit__  # type: ignore[method-assign]
+
+
+def take_back() -> bool:
+    """CUPTI's records again after torch.profiler had them: for a test or a benchmark that alternates
+    the two on purpose, in a loop known not to hang so; a profiled run never calls it (the module's
+    docstring). False where no recorder was handed over, or CUPTI refuses."""
+    rec = _recorder
+    if rec is None or rec.active or rec.why_not != HANDED_OVER:
+        return False
+    if not rec.resume():
+        return False
+    rec.why_not = ""  # CUPTI's again: the line no longer holds
+    return True
 
 
 def describe() -> dict[str, Any]:

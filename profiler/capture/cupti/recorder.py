@@ -18,8 +18,9 @@ Another CUPTI client takes the records over: Nsight Systems refuses this one fro
 this one runs, replaces its callbacks; started before, enabling records under it hung the process on
 the H200. So the recorder is not started while torch.profiler runs, and a torch.profiler started
 later first makes it hand over (``release``): what was recorded is attributed, and the batches that
-follow are timed with CUDA events (``profiler.capture.cuda.events``) until the profile ends and the
-recorder takes CUPTI back (``resume``; ``profiler.capture.backend``).
+follow, to the end of the run, are timed with CUDA events (``profiler.capture.cuda.events``). Only a
+test or a benchmark takes CUPTI back (``resume``; ``profiler.capture.backend.take_back``): on the
+H200, records enabled again while a resnet50 loop ran hung it (``profiler.capture.backend``).
 """
 
 from __future__ import annotations
