@@ -3,8 +3,8 @@
 CUPTI is exact (each record is the copy or kernel as the device ran it; an event pair around a host
 call also times the host's dispatch: 0.164 ms against CUPTI's 0.0155 ms for the blocking copies of an
 Accelerate batch on the H200), and cheaper on the host: no events to record, no stream gate, nothing
-to read per batch (on the H200, ``scripts/bench_overhead.py --backends``: 15.6 against 38.2 us a
-batch of one tensor, 20.0 against 42.3 us for three). ``PINPROF_BACKEND`` picks: ``auto`` (the
+to read per batch (on the H200 at ``03ed9af``, ``scripts/bench_overhead.py --backends``: 18.2 against
+46.1 us a batch of one tensor, 26.7 against 45.6 us for three). ``PINPROF_BACKEND`` picks: ``auto`` (the
 default) and ``cupti`` use CUPTI where they can, ``events`` never does; ``cupti`` also says in one
 line on stderr when the events time the run instead. ``describe`` gives ``meta.json`` the clock and
 why.
