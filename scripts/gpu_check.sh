@@ -170,6 +170,8 @@ log="$OUT/gpu_check.log"
     esac
     echo "=== $step rc=$? ($(date +%T))"
     # Packed after every step: a call cut short at its limit still brings back the steps that ended.
-    (cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude gpu_check.log . 2>/dev/null)
+    # Written beside, then moved in: tar reading the folder it writes into exits 1 (a file changed).
+    (cd "$OUT" && tar czf /tmp/results.tgz --exclude results.tgz --exclude gpu_check.log . 2>/dev/null
+     mv -f /tmp/results.tgz results.tgz) || true
   done
 } 2>&1 | tee "$log"
