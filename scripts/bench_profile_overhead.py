@@ -237,7 +237,12 @@ def main() -> None:
         action="store_true",
         help="the main process (step and pin thread) on cores 0-2, the workers on the others",
     )
-    p.add_argument("--cupti", action="store_true", help="time the GPU with CUPTI (PINPROF_BACKEND=cupti)")
+    p.add_argument(
+        "--cupti",
+        action="store_true",
+        help="time the GPU with CUPTI (PINPROF_BACKEND=cupti); the blocks hand it over and take it back, which hung "
+        "on the H200 in every run of 8 rounds or more (4 ran): for resnet50 under CUPTI, scripts/bench_process_overhead.py",
+    )
     p.add_argument(
         "--late-cupti",
         action="store_true",

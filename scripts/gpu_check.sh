@@ -100,9 +100,11 @@ log="$OUT/gpu_check.log"
                    python3 $short ;;
       # The resnet50 loop with CUPTI's records, started before the model is built (as pinprof profile
       # starts them). Started after the warm-up (--late-cupti) it hung on the H200 every time (step
-      # cupti-hang). Step process measures the same loop process against process.
+      # cupti-hang); handed over and taken back between blocks, it hung in every run of 8 rounds or
+      # more (2026-12-04), so keep PROFILE_ROUNDS at 4. Step process measures the same loop process
+      # against process, with no handover.
       profile-cupti) timeout ${PROFILE_TIMEOUT:-240} python3 scripts/bench_profile_overhead.py --cupti \
-                       --watchdog $(( ${PROFILE_TIMEOUT:-240} - 40 )) --rounds ${PROFILE_ROUNDS:-8} ;;
+                       --watchdog $(( ${PROFILE_TIMEOUT:-240} - 40 )) --rounds ${PROFILE_ROUNDS:-4} ;;
       # pinprof profile against the bare script, process against process (CUPTI is process-wide);
       # PINPROF_BACKEND picks the clock.
       process) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- \
