@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from ctypes import POINTER, c_size_t, c_uint8
 from pathlib import Path
 
@@ -89,28 +90,32 @@ def test_the_flush_period_is_read_from_the_environment_and_a_bad_value_is_named(
             load({"PINPROF_CUPTI_FLUSH_MS": bad})
 
 
+class Lib:
+    """libcupti as the recorder calls it, recording each call and answering none."""
+
+    path = "libcupti (fake)"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[object, ...]]] = []
+
+    def call(self, name: str, *args: object) -> None:
+        self.calls.append((name, args))
+
+    def timestamp(self) -> int:
+        return time.perf_counter_ns()
+
+
+class NoBuffers:
+    """A shim with no completed buffer to hand over."""
+
+    def take(self) -> None:
+        return None
+
+
 def test_only_a_forced_collect_flushes_cupti() -> None:
     """A flush while the loop launches work hung on the H200; the journal's collects must not flush."""
-    import time
-
     from profiler.capture.cupti.lib import FLUSH_FORCED
     from profiler.capture.cupti.recorder import CuptiRecorder
-
-    class Lib:
-        path = "libcupti (fake)"
-
-        def __init__(self) -> None:
-            self.calls: list[tuple[str, tuple[object, ...]]] = []
-
-        def call(self, name: str, *args: object) -> None:
-            self.calls.append((name, args))
-
-        def timestamp(self) -> int:
-            return time.perf_counter_ns()
-
-    class NoBuffers:
-        def take(self) -> None:
-            return None
 
     lib = Lib()
     rec = CuptiRecorder(lib, NoBuffers())  # type: ignore[arg-type]
@@ -126,25 +131,7 @@ def test_a_paused_recorder_enables_its_records_again_without_registering() -> No
     """``release(paused=True)`` then ``resume``: the records enabled again under the callbacks CUPTI
     has, not registered again (a late registration is what the resnet50 benchmark's hangs shared); a
     handover to another client registers them again on ``resume``."""
-    import time
-
     from profiler.capture.cupti.recorder import KERNEL, MEMCPY, CuptiRecorder
-
-    class Lib:
-        path = "libcupti (fake)"
-
-        def __init__(self) -> None:
-            self.calls: list[tuple[str, tuple[object, ...]]] = []
-
-        def call(self, name: str, *args: object) -> None:
-            self.calls.append((name, args))
-
-        def timestamp(self) -> int:
-            return time.perf_counter_ns()
-
-    class NoBuffers:
-        def take(self) -> None:
-            return None
 
     lib = Lib()
     rec = CuptiRecorder(lib, NoBuffers())  # type: ignore[arg-type]
@@ -170,8 +157,6 @@ def test_the_clock_readings_bracket_cuptis_on_perf_counters_clock(tmp_path: Path
     """``pinprof_clock_reads``: the host clock it reads is ``perf_counter_ns``'s, one reading on each
     side of the timestamp function's; a failing one raises; the recorder's clock takes them, and
     refuses readings of another host clock."""
-    import time
-
     from profiler.capture.cupti.recorder import CuptiClock
 
     shim = Shim(build(tmp_path / "cache"))
