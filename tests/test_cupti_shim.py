@@ -111,6 +111,9 @@ class NoBuffers:
     def take(self) -> None:
         return None
 
+    def counts(self) -> tuple[int, int]:
+        return 0, 0
+
 
 def test_only_a_forced_collect_flushes_cupti() -> None:
     """A flush while the loop launches work hung on the H200; the journal's collects must not flush."""
@@ -184,3 +187,31 @@ def test_the_clock_readings_bracket_cuptis_on_perf_counters_clock(tmp_path: Path
         return t, time.perf_counter_ns(), t
 
     assert CuptiClock(time.perf_counter_ns, wall)._reads is None
+
+
+def test_torch_profiler_takes_cupti_for_the_rest_of_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch.profiler session in the middle of a run: pinprof's recorder hands CUPTI over as it
+    starts and does not take it back when it ends (the batches after are timed by events, and the
+    report's line says why); ``take_back``, for a test or a bench, does, once."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from profiler.capture import backend
+    from profiler.capture.cupti.recorder import CuptiRecorder
+
+    rec = CuptiRecorder(Lib(), NoBuffers())  # type: ignore[arg-type]
+    rec.start = lambda: setattr(rec, "active", True)  # type: ignore[method-assign]
+    rec.active = True
+    monkeypatch.setattr(backend, "_recorder", rec)
+    monkeypatch.setattr(backend, "_tried", True)
+    original = torch.autograd.profiler.profile._prepare_trace
+    monkeypatch.setattr(torch.autograd.profiler.profile, "_prepare_trace", original)  # put back after
+    backend._watch_torch_profiler()
+    with profile(activities=[ProfilerActivity.CPU]):
+        torch.ones(4).sum()
+        assert not rec.active
+    assert not rec.active and rec.why_not == backend.HANDED_OVER and rec.stats.handovers == 1
+    info = backend.describe()
+    assert info["backend"] == "cupti+events" and info["why"] == backend.HANDED_OVER
+    assert backend.take_back() and rec.active and rec.why_not == ""
+    assert not backend.take_back()  # nothing handed over now
