@@ -121,7 +121,8 @@ def run_blocks(
     # too. So it is handed back before each bare block and taken again before each profiled one
     # (outside the timed blocks), as the bare script and the profiled script would run.
     # --handover pause (the default) enables the records again under the callbacks already registered;
-    # full registers them again, as after torch.profiler (with that, 8 rounds or more hung on the H200).
+    # full registers them again, as take_back does after torch.profiler. Either way, 8 rounds or more
+    # hung on the H200 (2026-12-04), and 4 ran.
     rec = backend.start(torch.device(DEVICE), late_ok=True)  # started before the warm-up unless --late-cupti
     for i, kind in enumerate(order):
         if kind == "bare":

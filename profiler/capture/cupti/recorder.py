@@ -476,9 +476,9 @@ class CuptiRecorder:
             return True
         try:
             if self._paused:
-                # Only the records: registering the callbacks again after the process's CUDA work began
-                # is the step a late first start shares with this one, and such starts hung the
-                # resnet50 benchmark on the H200 (reports/README.md).
+                # Only the records, under the callbacks already registered: no second registration.
+                # That alone did not keep the resnet50 benchmark from hanging on the H200 (2026-12-04,
+                # 8 rounds, as with one), so a profiled run takes nothing back (profiler.capture.backend).
                 try:
                     self.lib.call("cuptiActivityEnable", MEMCPY)
                     self.lib.call("cuptiActivityEnable", KERNEL)
