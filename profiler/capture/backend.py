@@ -34,8 +34,8 @@ CUPTI falls back to the events, and the report says why, where:
   events. CUPTI is not taken back when the profile ends: that would enable the records again in a
   process whose CUDA work runs, which is what a late first start does, and on the H200 (2026-12-04)
   the resnet50 bench, handing its records over and taking them back between blocks of 40 steps, hung
-  within 8 rounds in each of three runs (one queue or a queue a thread, callbacks registered again
-  or not), the autograd thread's launch waiting as in the late starts.
+  in each of its four runs of 8 rounds or more (one queue or a queue a thread, callbacks registered
+  again or not; 4 rounds ran), the autograd thread's launch waiting as in the late starts.
 """
 
 from __future__ import annotations
