@@ -395,8 +395,7 @@ class CuptiRecorder:
                 raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
             if current().cupti_latency:
                 lib.call("cuptiActivityEnableLatencyTimestamps", 1)  # kernel launch times (``queued``)
-            lib.call("cuptiActivityEnable", MEMCPY)
-            lib.call("cuptiActivityEnable", KERNEL)
+            self._enable()
         except CuptiCallError as err:
             self._disable()
             if err.code == ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
@@ -440,6 +439,10 @@ class CuptiRecorder:
             time.sleep(DRAIN_S)
             self.drain()
 
+    def _enable(self) -> None:
+        for kind in (MEMCPY, KERNEL):
+            self.lib.call("cuptiActivityEnable", kind)
+
     def _disable(self) -> None:
         for kind in (MEMCPY, KERNEL):
             try:
@@ -480,8 +483,7 @@ class CuptiRecorder:
                 # That alone did not keep the resnet50 benchmark from hanging on the H200 (2026-12-04,
                 # 8 rounds, as with one), so a profiled run takes nothing back (profiler.capture.backend).
                 try:
-                    self.lib.call("cuptiActivityEnable", MEMCPY)
-                    self.lib.call("cuptiActivityEnable", KERNEL)
+                    self._enable()
                 except CuptiCallError:
                     self._disable()
                     raise
