@@ -84,8 +84,9 @@ def _library_loop(mode: str, data: list[torch.Tensor], cpu_s: float = 0.0) -> pd
 def test_pinprof_ms_of_the_library_loop_is_its_bookkeeping_not_the_copies() -> None:
     tl = _library_loop("pageable", [torch.randn(64, 3, 32, 32) for _ in range(30)], cpu_s=0.002)
     assert tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
-    # the CPU work (2 ms of sleep) is the user's: pinprof's own part of a batch is far below it
-    assert (tl.pinprof_ms < tl.cpu_work_ms).all(), tl[["pinprof_ms", "cpu_work_ms"]]
+    # The CPU work (2 ms of sleep) is the user's. Counted in pinprof_ms, it would put every row's
+    # pinprof_ms at or above its cpu_work_ms; see _read_apart for why the claim is not read row by row.
+    _read_apart(tl, "cpu_work_ms")
 
 
 def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
@@ -179,4 +180,19 @@ def test_the_staged_copy_is_the_transfers_not_pinprofs() -> None:
     """In mode ``staged`` the staging copy is the transfer (``stage_ms``): pinprof_ms leaves it out."""
     tl = _library_loop("staged", [torch.randn(256, 3, 32, 32) for _ in range(12)])
     assert tl.stage_ms.notna().all() and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
-    assert (tl.pinprof_ms < tl.stage_ms).all(), tl[["pinprof_ms", "stage_ms"]]
+    # Counted in pinprof_ms, the staging copy would put every row's pinprof_ms at or above its stage_ms.
+    _read_apart(tl, "stage_ms")
+
+
+def _read_apart(tl: pd.DataFrame, phase: str) -> None:
+    """Asserts that ``pinprof_ms`` leaves ``phase`` (a column of ms) out: pinprof's median is under
+    half the phase's, and all but two rows read pinprof_ms under their own phase.
+
+    One row can read high by itself: a fresh-clone CI run on the 2-core machine had one batch of 12
+    at 1.17 ms against 0.05-0.09 ms for the rest (stage_ms 0.36 ms there), the scheduler's and not
+    the copy's, which would have made every row high. So the claim is read on the median and on most
+    rows, not on every row.
+    """
+    table = tl[["pinprof_ms", phase]]
+    assert tl.pinprof_ms.median() < tl[phase].median() / 2, table
+    assert int((tl.pinprof_ms < tl[phase]).sum()) >= len(tl) - 2, table
