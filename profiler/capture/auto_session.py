@@ -38,7 +38,6 @@ import pandas as pd
 import torch
 
 from profiler.capture import rows, trial
-from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
@@ -56,10 +55,8 @@ from profiler.capture.in_flight import (
 )
 from profiler.capture.loop import arrived, fetch_begin, fetch_end
 from profiler.capture.nvtx import NvtxEmitter
-from profiler.capture.phases import account
 from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.profiler import TransferProfiler
-from profiler.capture.store import note_memory
 from profiler.modes import Mode
 from profiler.names import clean
 from profiler.report.journal import Journal
@@ -241,9 +238,11 @@ class AutoSession:
         if self.stop_after is not None and self.batches >= self.stop_after + self.trial_extra:
             raise TrialDone(f"{self.batches} batches recorded")
         self._fetched_since_step = True
-        prof = self.profiler_for(it)
+        prof = self.profs.get(id(getattr(it, "_dataset", it))) or self.profiler_for(it)
         prof._new_epoch(it)
-        n = prof._next_batch + sum(1 for p, _ in self.flight if p is prof)
+        n = prof._next_batch
+        for p, _ in self.flight:
+            n += p is prof
         if self.limit is not None and n >= self.limit + self.skip:
             return None
         if prof.nvtx.active:
@@ -415,9 +414,11 @@ class AutoSession:
         rec.pop("_stepped", None)
         rec["batch_e"] = end
         # A row closed at a step after the next batch was fetched starts where the previous one ended.
-        rec["batch_s"] = max(rec["fetch_s"], min(self._last_close, end))
-        self._last_close = max(self._last_close, end)
-        self.patterns.row(str(prof.scenario), boundary)
+        last = self._last_close
+        rec["batch_s"] = max(rec["fetch_s"], last if last < end else end)
+        if end > last:
+            self._last_close = end
+        self.patterns.row(prof.scenario, boundary)  # type: ignore[arg-type]  # set for every loader's profiler
         if "_calls" in rec:
             _step_by_cupti(rec, end, bump)
         elif self.cuda:
@@ -541,14 +542,21 @@ class AutoSession:
         prof, rec = self.cur  # type: ignore[misc]
         if stream is not None:
             record(end, stream)
-        if len(self.flight) > 1:
+        if self.steps and len(self.flight) > 1:  # (_bump does nothing before the first step)
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
-        nbytes = tensor_bytes(src)
-        rec["bytes"] = max(rec["bytes"], 0) + nbytes
+        # This runs for every copy of every batch: tensor_bytes, account and note_memory are
+        # written out here, a call each the less.
+        nbytes = src.numel() * src.element_size()
+        got = rec["bytes"]
+        rec["bytes"] = (got if got > 0 else 0) + nbytes
         rec["copies"] += 1
-        account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
+        if rec["call_s"] != rec["call_s"]:  # NaN: the batch's first copy call
+            rec["call_s"], rec["call_sum"] = call_s, call_e - call_s
+        else:
+            rec["call_sum"] += call_e - call_s
+        rec["call_e"] = call_e
         rec["copy_sync"] = rec["copy_sync"] or not (pinned and non_blocking)
         if stream is not None:
             # No compute() context says when the step needs the data: the script's next GPU op may
@@ -565,7 +573,10 @@ class AutoSession:
             rec["_calls"].append((round(call_s * 1e6), round(call_e * 1e6), (expect,) if nbytes else ()))
         else:
             rec["comp_s"] = call_e  # host clock: the step starts when the batch's last copy has returned
-        note_memory(rec, "pinned" if pinned else "pageable", None)
+        kind = "pinned" if pinned else "pageable"
+        was = rec["src_memory"]
+        if was != kind:
+            rec["src_memory"] = "mixed" if was else kind  # as note_memory
         if prof.mode == "auto":
             prof.mode = copy_mode(pinned, non_blocking)
 
