@@ -3,10 +3,11 @@
 alternated processes: what a change to the hot path costs, measurable on any machine (the GPU's own
 figures come from ``scripts/bench_overhead.py --backends --baseline PATH`` on a GPU).
 
-Two loops over a list of small tensors (nothing but the recorder runs): ``library``,
-``TransferProfiler.batches`` with ``to_device``, ``cpu_work()`` and ``compute()``; and ``hooks``,
+Three loops over small tensors (nothing but the recorder runs): ``library``,
+``TransferProfiler.batches`` with ``to_device``, ``cpu_work()`` and ``compute()``; ``hooks``,
 ``pinprof profile``'s hooks (``auto_hooks``) around a DataLoader's ``next()`` and two ``.to()``
-calls a batch. Each prints (instrumented - bare) microseconds a batch, median of alternated rounds.
+calls a batch; ``hooks-dict``, the hooks on dict batches of three leaves and no optimizer step (the
+shape of ``scripts/resident_loop.py``). Each prints (instrumented - bare) microseconds a batch, median of alternated rounds.
 
     python scripts/bench_cpu_recorder.py --baseline PATH [--rounds 5]   (PATH: git worktree add PATH <commit>)
     python scripts/bench_cpu_recorder.py --per-call   (a .to() hook's cost against what pinprof_ms counts of it)
@@ -90,6 +91,51 @@ def _hooks(n: int) -> tuple[float, float]:
         return el
 
     return _rounds(bare, profiled)
+
+
+def _hooks_dict(n: int) -> tuple[float, float]:
+    """The hooks on the resident loop's shape (``scripts/resident_loop.py``): dict batches of three
+    leaves from a DataLoader with no collation (``batch_size=None``), one ``.to()`` a leaf, no
+    optimizer step (two batches in flight at each copy). One session for all rounds, as a run has:
+    a loader's first batches are read more closely (``in_flight.LOOKS``)."""
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    from profiler.capture import auto_hooks
+    from profiler.capture.auto_session import AutoSession
+
+    made = [{k: torch.zeros(16) for k in ("image", "label", "weight")} for _ in range(8)]
+
+    class Items(Dataset[dict[str, torch.Tensor]]):
+        def __len__(self) -> int:
+            return 1 << 40
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return made[i % 8]
+
+    dev = torch.device("cpu")
+    it = iter(DataLoader(Items(), batch_size=None, num_workers=0))
+    s = AutoSession(dev, run="bench")
+
+    def bare() -> float:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            for v in next(it).values():
+                v.to(dev, non_blocking=True)
+        return (time.perf_counter_ns() - t0) / n / 1e3
+
+    def profiled() -> float:
+        auto_hooks.start(s)
+        try:
+            return bare()
+        finally:
+            auto_hooks.stop()
+            s.close_in_flight()
+
+    try:
+        return _rounds(bare, profiled)
+    finally:
+        s.close()
 
 
 def per_call(calls: int = 2000) -> None:
@@ -227,7 +273,7 @@ def main() -> None:
         import profiler
 
         print(f"profiler from {profiler.__file__}", file=sys.stderr)
-        print("RESULT " + json.dumps({"library": _library(N), "hooks": _hooks(N)}))
+        print("RESULT " + json.dumps({"library": _library(N), "hooks": _hooks(N), "hooks-dict": _hooks_dict(N)}))
         return
     sides = [("HEAD", dict(os.environ))]
     if args.baseline:
@@ -250,7 +296,7 @@ def main() -> None:
             for loop, (b, p) in json.loads(line[0][7:]).items():
                 got.setdefault((name, loop), []).append(p - b)
     print("recorder host cost on a CPU device, us a batch (instrumented - bare), median of alternated processes:")
-    for loop in ("library", "hooks"):
+    for loop in ("library", "hooks", "hooks-dict"):
         row = [
             f"{name} {statistics.median(got[(name, loop)]):.1f} (rounds {', '.join(f'{v:.1f}' for v in got[(name, loop)])})"
             for name, _ in sides
