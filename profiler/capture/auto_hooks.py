@@ -142,7 +142,10 @@ def _next(it: Any) -> Any:
         _guarded(s.abandon, *began)
         raise
     t2 = perf_counter_ns()
-    _guarded(s.arrived, *began, batch)
+    try:  # _guarded, written out: this runs every batch
+        s.arrived(*began, batch)
+    except Exception as err:
+        _fail(err)
     # pinprof's own time (pinprof_ms) starts with the next() that fetched the batch, the loader's own
     # next() left out; the batch's copies and pins add theirs (a batch is current only after this)
     began[1]["own_sum"] = (perf_counter_ns() - t2 + t1 - t0) / 1e6
@@ -192,7 +195,9 @@ def _copy(
     if not aimed and len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[index]  # the copy is its tensor's batch's
         return _aimed(s, src, call, lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True))
     try:
-        own = non_blocking and s.takes_over(src, device, dtype, extra)
+        # takes_over's first tests, before its call: on a CPU device, and where CUPTI times the
+        # batch (the default), every copy stops there
+        own = non_blocking and s.cuda and "_calls" not in s.cur[1] and s.takes_over(src, device, dtype, extra)  # type: ignore[index]
         if own:
             return s.copy_pinned(src)
     except Exception as err:

@@ -275,8 +275,10 @@ class AutoSession:
             # copy made on a prefetcher's side stream (marked there, it fired before the step before
             # had run: timm's loop read 1.5 times its kernels' time on the H200).
             self._step_stream = current_stream(prof._index) if self.cuda else None
-            self._bump(rec)
-        if prof._cupti_on():
+            if self.steps:  # (_bump does nothing before the first step)
+                self._bump(rec)
+        cupti = prof._cupti  # prof._cupti_on(), written out: this runs every batch
+        if cupti is not None and cupti.active:
             rec["_calls"] = []  # CUPTI times this batch: its copy calls, then its step's launches
         elif self.cuda:
             ev = rec["_comp_start"] = prof._pool.get()
@@ -331,7 +333,7 @@ class AutoSession:
             elif "_tent" in rec:
                 self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
             else:
-                rec["_tent"] = Mark(now, self._mark(prof, rec))
+                rec["_tent"] = Mark(now, self._mark(prof, rec) if self.cuda else None)
                 keep.append((prof, rec))
         self.flight = keep
 
