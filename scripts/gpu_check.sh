@@ -123,6 +123,9 @@ log="$OUT/gpu_check.log"
       process-resident) timeout 300 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
                        --keep "$OUT/process-resident" -- python3 scripts/resident_loop.py --steps 1500 --warm 100 ;;
       resident-lib) for b in cupti events cupti events; do PINPROF_BACKEND=$b timeout 60 python3 scripts/resident_loop.py --library; done ;;
+      # The hooks alone on the resident loop, bare and hooked blocks in one process, CUPTI on for both
+      # (then events): what of process-resident's ratio is the hooks', and what is CUPTI's own.
+      resident-hooks) for b in cupti events; do PINPROF_BACKEND=$b timeout 90 python3 scripts/resident_loop.py --hooks --blocks 60; done ;;
       # CUPTI's records started before any step, and after three (the bench's hang, 2026-12-03).
       # Then a flush halfway, forced and plain, with the loader running: the suspect since.
       cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done

@@ -134,7 +134,8 @@ def hooks(args: argparse.Namespace, dev: torch.device) -> None:
     from profiler.capture.rows import FlushClock
     from profiler.report.journal import Journal
 
-    rec = backend.start(dev) if dev.type == "cuda" else None  # before any CUDA work, as pinprof profile
+    if dev.type == "cuda":
+        backend.start(dev)  # before any CUDA work, as pinprof profile starts CUPTI; PINPROF_BACKEND picks
     per_block = 10
     data = Resident((2 * args.blocks + 1) * per_block + args.warm, pin=dev.type == "cuda")
     it = iter(DataLoader(data, batch_size=None, num_workers=0))
@@ -172,7 +173,7 @@ def hooks(args: argparse.Namespace, dev: torch.device) -> None:
     rows = session.close()
     ratios = sorted(got[i] / ((got[i - 1] + got[i + 1]) / 2) for i in range(1, len(got), 2))
     bare, inst = statistics.median(got[0::2]), statistics.median(got[1::2])
-    info: dict[str, Any] = backend.describe() if rec is not None else {"backend": "none (CPU)"}
+    info: dict[str, Any] = backend.describe() if dev.type == "cuda" else {"backend": "none (CPU)"}
     print(
         f"resident three-leaf loop, hooks, {args.blocks} hooked blocks of {per_block} steps, each between two "
         f"bare ones: bare {bare:.3f} ms/step, hooked {inst:.3f} ms/step; ratio to its neighbours median "
