@@ -142,10 +142,7 @@ def _next(it: Any) -> Any:
         _guarded(s.abandon, *began)
         raise
     t2 = perf_counter_ns()
-    try:  # _guarded, written out: this runs every batch
-        s.arrived(*began, batch)
-    except Exception as err:
-        _fail(err)
+    _guarded(s.arrived, *began, batch)
     # pinprof's own time (pinprof_ms) starts with the next() that fetched the batch, the loader's own
     # next() left out; the batch's copies and pins add theirs (a batch is current only after this)
     began[1]["own_sum"] = (perf_counter_ns() - t2 + t1 - t0) / 1e6
@@ -169,10 +166,7 @@ def _timed_copy(
     t1 = perf_counter_ns()
     out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
     t2 = perf_counter_ns()
-    try:  # _guarded, written out: this runs for every copy a batch makes
-        s.copy_end(began, src, non_blocking, alt_bytes)
-    except Exception as err:
-        _fail(err)
+    _guarded(s.copy_end, began, src, non_blocking, alt_bytes)
     rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out
     return out
 
@@ -195,9 +189,7 @@ def _copy(
     if not aimed and len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[index]  # the copy is its tensor's batch's
         return _aimed(s, src, call, lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True))
     try:
-        # takes_over's first tests, before its call: on a CPU device, and where CUPTI times the
-        # batch (the default), every copy stops there
-        own = non_blocking and s.cuda and "_calls" not in s.cur[1] and s.takes_over(src, device, dtype, extra)  # type: ignore[index]
+        own = non_blocking and s.takes_over(src, device, dtype, extra)
         if own:
             return s.copy_pinned(src)
     except Exception as err:
@@ -232,8 +224,7 @@ _TYPES: dict[torch.device, str] = {}
 
 def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     s, original = _session, _ORIGINAL.get("to") or torch.Tensor.to
-    # _recorded, written out: every .to() of the program passes here
-    if s is None or s.cur is None or not self.is_cpu or threading.get_ident() != s.main:
+    if not (self.is_cpu and _recorded(s)):
         return original(self, *args, **kwargs)
     t0 = perf_counter_ns()
     try:
@@ -245,7 +236,7 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     kind = _TYPES.get(device)
     if kind is None:
         kind = _TYPES[device] = device.type
-    if kind != s.device_type:
+    if kind != s.device_type:  # type: ignore[union-attr]
         return original(self, *args, **kwargs)
     extra = bool(_fmt is not None and _fmt != torch.preserve_format) or bool(kwargs.get("copy"))
     if s.force_non_blocking and not non_blocking and not extra and s.cuda and self.is_pinned():  # type: ignore[union-attr]

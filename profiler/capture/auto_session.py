@@ -38,6 +38,7 @@ import pandas as pd
 import torch
 
 from profiler.capture import rows, trial
+from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
@@ -55,8 +56,10 @@ from profiler.capture.in_flight import (
 )
 from profiler.capture.loop import arrived, fetch_begin, fetch_end
 from profiler.capture.nvtx import NvtxEmitter
+from profiler.capture.phases import account
 from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.profiler import TransferProfiler
+from profiler.capture.store import note_memory
 from profiler.modes import Mode
 from profiler.names import clean
 from profiler.report.journal import Journal
@@ -238,7 +241,7 @@ class AutoSession:
         if self.stop_after is not None and self.batches >= self.stop_after + self.trial_extra:
             raise TrialDone(f"{self.batches} batches recorded")
         self._fetched_since_step = True
-        prof = self.profs.get(id(getattr(it, "_dataset", it))) or self.profiler_for(it)
+        prof = self.profiler_for(it)
         prof._new_epoch(it)
         n = prof._next_batch
         for p, _ in self.flight:
@@ -275,10 +278,8 @@ class AutoSession:
             # copy made on a prefetcher's side stream (marked there, it fired before the step before
             # had run: timm's loop read 1.5 times its kernels' time on the H200).
             self._step_stream = current_stream(prof._index) if self.cuda else None
-            if self.steps:  # (_bump does nothing before the first step)
-                self._bump(rec)
-        cupti = prof._cupti  # prof._cupti_on(), written out: this runs every batch
-        if cupti is not None and cupti.active:
+            self._bump(rec)
+        if prof._cupti_on():
             rec["_calls"] = []  # CUPTI times this batch: its copy calls, then its step's launches
         elif self.cuda:
             ev = rec["_comp_start"] = prof._pool.get()
@@ -333,7 +334,7 @@ class AutoSession:
             elif "_tent" in rec:
                 self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
             else:
-                rec["_tent"] = Mark(now, self._mark(prof, rec) if self.cuda else None)
+                rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
         self.flight = keep
 
@@ -416,11 +417,9 @@ class AutoSession:
         rec.pop("_stepped", None)
         rec["batch_e"] = end
         # A row closed at a step after the next batch was fetched starts where the previous one ended.
-        last = self._last_close
-        rec["batch_s"] = max(rec["fetch_s"], last if last < end else end)
-        if end > last:
-            self._last_close = end
-        self.patterns.row(prof.scenario, boundary)  # type: ignore[arg-type]  # set for every loader's profiler
+        rec["batch_s"] = max(rec["fetch_s"], min(self._last_close, end))
+        self._last_close = max(self._last_close, end)
+        self.patterns.row(str(prof.scenario), boundary)
         if "_calls" in rec:
             _step_by_cupti(rec, end, bump)
         elif self.cuda:
@@ -544,21 +543,14 @@ class AutoSession:
         prof, rec = self.cur  # type: ignore[misc]
         if stream is not None:
             record(end, stream)
-        if self.steps and len(self.flight) > 1:  # (_bump does nothing before the first step)
+        if len(self.flight) > 1:
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
-        # This runs for every copy of every batch: tensor_bytes, account and note_memory are
-        # written out here, a call each the less.
-        nbytes = src.numel() * src.element_size()
-        got = rec["bytes"]
-        rec["bytes"] = (got if got > 0 else 0) + nbytes
+        nbytes = tensor_bytes(src)
+        rec["bytes"] = max(rec["bytes"], 0) + nbytes
         rec["copies"] += 1
-        if rec["call_s"] != rec["call_s"]:  # NaN: the batch's first copy call
-            rec["call_s"], rec["call_sum"] = call_s, call_e - call_s
-        else:
-            rec["call_sum"] += call_e - call_s
-        rec["call_e"] = call_e
+        account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
         rec["copy_sync"] = rec["copy_sync"] or not (pinned and non_blocking)
         if stream is not None:
             # No compute() context says when the step needs the data: the script's next GPU op may
@@ -575,10 +567,7 @@ class AutoSession:
             rec["_calls"].append((round(call_s * 1e6), round(call_e * 1e6), (expect,) if nbytes else ()))
         else:
             rec["comp_s"] = call_e  # host clock: the step starts when the batch's last copy has returned
-        kind = "pinned" if pinned else "pageable"
-        was = rec["src_memory"]
-        if was != kind:
-            rec["src_memory"] = "mixed" if was else kind  # as note_memory
+        note_memory(rec, "pinned" if pinned else "pageable", None)
         if prof.mode == "auto":
             prof.mode = copy_mode(pinned, non_blocking)
 
