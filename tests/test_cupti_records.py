@@ -5,16 +5,14 @@ matching rules on made-up records where a rule is easier to see."""
 from __future__ import annotations
 
 import functools
-import itertools
-import json
 import struct
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from profiler.bench import cupti_replay
 from profiler.capture.cupti import attribute, layout
 from profiler.capture.cupti.recorder import Call, CuptiClock, Pending, Records, Stats
 from profiler.capture.store import TEMPLATE, Store
@@ -23,43 +21,19 @@ DATA = Path(__file__).parent / "data" / "h200_cupti"
 KERNEL, MEMCPY = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
 
 
-def recording() -> tuple[list[bytes], dict[str, Any]]:
-    rec = np.load(DATA / "recording.npz")
-    meta = json.loads(str(rec["meta"]))
-    raw = rec["buffer_bytes"].tobytes()
-    bounds = np.concatenate(([0], np.cumsum(rec["buffer_lengths"])))
-    return [raw[a:b] for a, b in itertools.pairwise(bounds)], meta
-
-
-def _to_host(v: np.ndarray, p: int, c: int, rate: float) -> np.ndarray:
-    """CUPTI's times onto the host clock by the pair (host ``p``, CUPTI ``c``) and ``rate`` a buffer had."""
-    return p + np.round((v - c) / rate).astype(np.int64)
-
-
-def _hand_over(records: Records, store: Store, b: dict[str, Any]) -> None:
-    """Recorded batch ``b`` handed to ``records`` as the loop hands it over, its row in ``store``."""
-    while len(store) <= b["row"]:
-        row = dict(TEMPLATE)
-        row["batch"] = len(store)
-        store.append(row)
-    store.wait_for_gpu(b["row"])
-    calls = [(s, e, tuple(tuple(x) for x in exp)) for s, e, exp in b["calls"]]
-    records.incoming.append(Pending(store, b["row"], calls, [tuple(w) for w in b["windows"]], b["end_ns"]))
-
-
 def replay() -> tuple[dict[str, pd.DataFrame], Stats]:
     """The recording through ``Records``, as the recorder ran it: every batch handed over, every
     buffer moved onto the host clock by the pair CUPTI's clock had then, then the end (forced)."""
-    buffers, meta = recording()
+    buffers, meta = cupti_replay.load(DATA / "recording.npz")
     sizes = {int(k): v for k, v in meta["sizes"].items()}
     stats = Stats()
     records = Records(stats)
     stores: dict[str, Store] = {}
     for b in meta["batches"]:
-        _hand_over(records, stores.setdefault(b["loop"], Store()), b)
+        cupti_replay.hand_over(records, stores.setdefault(b["loop"], Store()), b)
     for raw, clock in zip(buffers, meta["clocks"]):
         p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
-        records.take(layout.parse(raw, dict(sizes)), functools.partial(_to_host, p=p, c=c, rate=rate))
+        records.take(layout.parse(raw, dict(sizes)), functools.partial(cupti_replay.to_host, p=p, c=c, rate=rate))
         records.process(force=False)
     records.process(force=True)
     out = {}
@@ -79,7 +53,7 @@ def replay() -> tuple[dict[str, pd.DataFrame], Stats]:
 
 
 def test_the_recorded_buffers_parse_into_plausible_records() -> None:
-    buffers, meta = recording()
+    buffers, meta = cupti_replay.load(DATA / "recording.npz")
     sizes = {int(k): v for k, v in meta["sizes"].items()}
     assert sizes == {KERNEL: 216, MEMCPY: 96}  # CUDA 13's Kernel10 and Memcpy6
     parsed = [layout.parse(raw, dict(sizes)) for raw in buffers]
@@ -174,6 +148,57 @@ def test_runs_of_records_are_found_and_sizes_learned_once() -> None:
         layout.parse(struct.pack("<I", 5) + bytes(92), {})
     with pytest.raises(layout.LayoutError, match="expected a multiple of 8"):
         layout.parse(_kernel(1, 2, 1, 1), {}, lambda off: 100)
+
+
+_STRUCT = {1: "<B", 4: "<I", 8: "<Q"}  # unsigned little-endian fields by width, as struct reads them
+
+
+def _one_by_one(buf: bytes, sizes: dict[int, int]) -> dict[int, dict[str, list[int]]]:
+    """Each record of ``buf`` read with ``struct`` at its fields' offsets, in order: what ``parse`` must
+    give, however it walks the runs and gathers the fields."""
+    out: dict[int, dict[str, list[int]]] = {k: {c: [] for c in layout.COLUMNS[k]} for k in layout.FIELDS}
+    off = 0
+    while off < len(buf):
+        kind = struct.unpack_from("<I", buf, off)[0]
+        got = {
+            name: struct.unpack_from(_STRUCT[np.dtype(fmt).itemsize], buf, off + pos)[0]
+            for name, fmt, pos in layout.FIELDS[kind]
+        }
+        if kind != MEMCPY or got["copy_kind"] == layout.COPY_HTOD:
+            for c in layout.COLUMNS[kind]:
+                out[kind][c].append(got[c])
+        off += sizes[kind]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_parsed_columns_are_each_records_fields_for_runs_of_every_length(seed: int) -> None:
+    """Runs of 1 to 40 records of each kind, alternating (short runs are walked one record at a time,
+    long ones by strided views past ``SHORT``), some copies not host-to-device: every column equals
+    the fields read record by record."""
+    rng = np.random.default_rng(seed)
+    parts: list[bytes] = []
+    corr = 1
+    for r in range(int(rng.integers(1, 30))):
+        for _ in range(int(rng.integers(1, 41)) if rng.random() < 0.3 else int(rng.integers(1, layout.SHORT + 2))):
+            t = int(rng.integers(0, 2**62))
+            if r % 2:
+                parts.append(_kernel(t, t + int(rng.integers(1, 10**6)), int(rng.integers(0, 2**62)), corr))
+            else:
+                copy_kind = 1 if rng.random() < 0.8 else 2
+                parts.append(
+                    _memcpy(t, t + 5, int(rng.integers(1, 2**40)), int(rng.choice([1, 2, 5])), corr, copy_kind)
+                )
+            corr += 1
+    buf = b"".join(parts)
+    sizes = {KERNEL: 216, MEMCPY: 96}
+    parsed = layout.parse(buf, dict(sizes))
+    want = _one_by_one(buf, sizes)
+    for kind in layout.FIELDS:
+        for c in layout.COLUMNS[kind]:
+            assert parsed[kind][c].dtype == np.int64
+            assert parsed[kind][c].tolist() == want[kind][c], (kind, c)
+    assert sum(len(parsed[k]["start"]) for k in layout.FIELDS) > 0
 
 
 def test_a_foreign_copy_of_the_same_size_is_passed_over() -> None:
@@ -336,48 +361,15 @@ def test_records_delivered_after_their_batch_was_written_are_added_to_it() -> No
     assert stats.late == 1 and store.columns()["comp_gsum"][0] == pytest.approx(3.0)
 
 
-def _replay_live(path: Path) -> tuple[Store, Stats, list[dict[str, Any]], list[int]]:
-    """A recording through ``Records`` in the order the recorder met it: each batch handed over once
-    it ended, before the first buffer taken after that; every buffer attributed as it came."""
-    rec = np.load(path)
-    meta = json.loads(str(rec["meta"]))
-    raw = rec["buffer_bytes"].tobytes()
-    bounds = np.concatenate(([0], np.cumsum(rec["buffer_lengths"])))
-    sizes = {int(k): v for k, v in meta["sizes"].items()}
-    stats = Stats()
-    records = Records(stats)
-    store = Store()
-    batches = meta["batches"]
-    given = 0
-
-    taken: list[int] = []
-    for (a, b), clock in zip(itertools.pairwise(bounds), meta["clocks"]):
-        while given < len(batches) and batches[given]["end_ns"] < clock["host_ns"]:
-            _hand_over(records, store, batches[given])
-            given += 1
-        p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
-        parsed = layout.parse(raw[a:b], dict(sizes))
-        queued = parsed[KERNEL]["queued"]
-        if len(queued):
-            taken.append(p + round((int(queued.max()) - c) / rate))
-        records.take(parsed, functools.partial(_to_host, p=p, c=c, rate=rate))
-        records.process(force=False)
-    while given < len(batches):
-        _hand_over(records, store, batches[given])
-        given += 1
-    records.process(force=True)
-    # the last launch each queue delivered: rows whose step ended before the earliest of them have
-    # every record in the recording
-    return store, stats, batches, taken
-
-
 def test_a_training_steps_backward_from_its_own_queue_is_added_to_the_rows_on_h200_records() -> None:
     """``tests/data/h200_thread_queues``: the H200 short step's first four CUPTI buffers, kept a queue
     a launching thread (CUPTI's default): the autograd thread's backward kernels come back in buffers
     of their own, after the main thread's have carried the rows past them. Replayed in the order the
     recorder met them, every row holds its forward and its backward (1.25-1.3 ms of kernels; without
     the late records a row read the forward's 0.58 ms) and every copy call its record."""
-    store, stats, batches, last = _replay_live(DATA.parent / "h200_thread_queues" / "recording.npz")
+    store, stats, batches, last = cupti_replay.replay_live(
+        *cupti_replay.load(DATA.parent / "h200_thread_queues" / "recording.npz")
+    )
     assert stats.late_added > 5_000 and stats.late == 0
     cols = store.columns()
     covered = [b["row"] for b in batches if b["windows"] and b["windows"][-1][1] < min(last)]

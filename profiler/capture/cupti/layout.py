@@ -8,9 +8,10 @@ each, at offsets that have not moved since CUDA 11 (``CUpti_ActivityKernel4..10`
 buffer itself (``cuptiActivityGetNextRecord``: the distance to the next record) the first time a kind
 is met, and then reused.
 
-A buffer is read run by run: a run is a stretch of records of one kind, checked with one strided
-numpy view, and its fields are read through one structured dtype; nothing is done per record in
-Python. Columns (numpy arrays, one entry per record, times in ns on CUPTI's clock):
+A buffer is walked run by run: a run is a stretch of records of one kind, its first ``SHORT`` records
+looked at one by one and the rest of a long one through strided numpy views. Each field is then
+gathered from every record of its kind in one numpy read. Columns (numpy arrays, one entry per
+record, times in ns on CUPTI's clock):
 
 KERNEL (``CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL``)
     start, end (int64: the kernel on the device), queued (int64: when the launch was queued, on the
@@ -23,6 +24,7 @@ MEMCPY (``CUPTI_ACTIVITY_KIND_MEMCPY``, host-to-device copies only)
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Final
 
@@ -67,17 +69,18 @@ class LayoutError(RuntimeError):
     """A buffer pinprof cannot read: a kind it did not enable, or a record size it cannot place."""
 
 
-def dtype_of(kind: int, size: int) -> np.dtype:
-    names, formats, offsets = zip(*FIELDS[kind])
-    return np.dtype({"names": list(names), "formats": list(formats), "offsets": list(offsets), "itemsize": size})
-
-
 def empty(kind: int) -> dict[str, np.ndarray]:
     return {c: np.empty(0, dtype=np.int64) for c in COLUMNS[kind]}
 
 
 # The size of the record at a byte offset, asked of CUPTI when a kind's size is not known yet.
 SizeOf = Callable[[int], int]
+
+# Records of a run looked at one by one before the strided numpy probe takes over: a loop's kernels
+# and copies alternate in short runs (three copies, a few kernels), where a numpy call per run costs
+# more than the run's records read here (scripts/bench_cupti_parse.py).
+SHORT = 8
+_LITTLE = sys.byteorder == "little"  # CUPTI's records are the host's; the word view below is native
 
 
 def runs(buf: bytes, sizes: dict[int, int], size_at: SizeOf | None) -> list[tuple[int, int, int]]:
@@ -89,60 +92,97 @@ def runs(buf: bytes, sizes: dict[int, int], size_at: SizeOf | None) -> list[tupl
     if n % 4:
         raise LayoutError(f"an activity buffer of {n} bytes is not a whole number of 32-bit words")
     words = np.frombuffer(buf, dtype="<u4")
+    # Word reads one at a time go through a memoryview: a numpy scalar read costs several times more.
+    word = memoryview(buf).cast("I") if _LITTLE else words
     out: list[tuple[int, int, int]] = []
     off = 0
     while off < n:
-        kind = int(words[off // 4])
+        kind = int(word[off >> 2])
         size = sizes.get(kind)
         if size is None:
-            if kind not in FIELDS:
-                raise LayoutError(
-                    f"activity record of kind {kind} at byte {off}: pinprof enabled only kinds {sorted(FIELDS)}"
-                )
-            if size_at is None:
-                raise LayoutError(f"activity record of kind {kind}: its size is not known")
-            size = size_at(off)
-            if size < MIN_SIZE[kind] or size % 8:
-                raise LayoutError(
-                    f"activity record of kind {kind} measured {size} bytes; expected a multiple of 8, at least {MIN_SIZE[kind]}"
-                )
-            sizes[kind] = size
+            size = _learn(kind, off, sizes, size_at)
         room = (n - off) // size  # records of this size that fit in the rest of the buffer
         if room == 0:
             raise LayoutError(f"activity record of kind {kind} at byte {off} runs past the buffer's end ({n} bytes)")
-        step, first = size // 4, off // 4
-        count, probe = room, 16
-        while True:  # the run's length, looked at in growing strides (a run of 1 costs one small view)
-            look = min(probe, room)
-            kinds = words[first : first + look * step : step]
-            other = np.flatnonzero(kinds != kind)
-            if other.size:
-                count = int(other[0])
-                break
-            if look == room:
-                break
-            probe *= 8
+        step, first = size >> 2, off >> 2
+        count, short = 1, min(room, SHORT)
+        while count < short and word[first + count * step] == kind:
+            count += 1
+        if count == SHORT < room:  # a long run: the rest looked at in growing strides
+            count = SHORT + _run_length(words, first + SHORT * step, step, room - SHORT, kind)
         out.append((kind, off, count))
         off += count * size
     return out
 
 
+def _learn(kind: int, off: int, sizes: dict[int, int], size_at: SizeOf | None) -> int:
+    """The size of ``kind``'s records, asked of ``size_at`` at byte ``off`` and kept in ``sizes``."""
+    if kind not in FIELDS:
+        raise LayoutError(f"activity record of kind {kind} at byte {off}: pinprof enabled only kinds {sorted(FIELDS)}")
+    if size_at is None:
+        raise LayoutError(f"activity record of kind {kind}: its size is not known")
+    size = size_at(off)
+    if size < MIN_SIZE[kind] or size % 8:
+        raise LayoutError(
+            f"activity record of kind {kind} measured {size} bytes; expected a multiple of 8, at least {MIN_SIZE[kind]}"
+        )
+    sizes[kind] = size
+    return size
+
+
+def _run_length(words: np.ndarray, first: int, step: int, room: int, kind: int) -> int:
+    """How many of the ``room`` records from word ``first`` on, ``step`` words apart, are of ``kind``
+    before another kind: looked at in strides of 16, then 128, ... (a run of 1 costs one small view)."""
+    probe = 16
+    while True:
+        look = min(probe, room)
+        other = np.flatnonzero(words[first : first + look * step : step] != kind)
+        if other.size:
+            return int(other[0])
+        if look == room:
+            return room
+        probe *= 8
+
+
 def parse(buf: bytes, sizes: dict[int, int], size_at: SizeOf | None = None) -> dict[int, dict[str, np.ndarray]]:
     """Every record of ``buf`` as columns (see the module docstring), by kind; copies other than
-    host-to-device are dropped here."""
-    parts: dict[int, list[np.ndarray]] = {k: [] for k in FIELDS}
-    for kind, off, count in runs(buf, sizes, size_at):
-        parts[kind].append(np.ndarray((count,), dtype=dtype_of(kind, sizes[kind]), buffer=buf, offset=off))
+    host-to-device are dropped here.
+
+    Each field is gathered from every record of its kind at once, at the records' byte offsets: a
+    structured view per run, joined, cost numpy's slow path for structured dtypes once per run."""
+    found = runs(buf, sizes, size_at)
+    n = len(buf)
+    views = {
+        1: np.frombuffer(buf, dtype="u1"),
+        4: np.frombuffer(buf, dtype="<u4"),
+        8: np.frombuffer(buf, dtype="<u8", count=n // 8),
+    }
     out: dict[int, dict[str, np.ndarray]] = {}
-    for kind, chunks in parts.items():
-        if not chunks:
+    for kind in FIELDS:
+        mine = [(off, count) for k, off, count in found if k == kind]
+        if not mine:
             out[kind] = empty(kind)
             continue
-        rec = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
-        if kind == KIND_MEMCPY:
-            rec = rec[rec["copy_kind"] == COPY_HTOD]
-        out[kind] = {c: rec[c].astype(np.int64) for c in COLUMNS[kind]}
+        at = _offsets(mine, sizes[kind])
+        cols = {
+            name: views[np.dtype(fmt).itemsize][(at + pos) // np.dtype(fmt).itemsize]
+            for name, fmt, pos in FIELDS[kind]
+            if name in COLUMNS[kind] or name == "copy_kind"
+        }
+        keep = cols["copy_kind"] == COPY_HTOD if kind == KIND_MEMCPY else None
+        out[kind] = {c: (cols[c] if keep is None else cols[c][keep]).astype(np.int64) for c in COLUMNS[kind]}
     return out
+
+
+def _offsets(found: list[tuple[int, int]], size: int) -> np.ndarray:
+    """The byte offset of every record of runs ``found`` ((offset, count) each) of ``size``-byte records."""
+    if len(found) == 1:
+        off, count = found[0]
+        return off + size * np.arange(count, dtype=np.int64)
+    starts, counts = np.array(found, dtype=np.int64).T
+    index = np.arange(int(counts.sum()), dtype=np.int64)
+    first = np.cumsum(counts) - counts  # each run's first record, among all of this kind
+    return np.repeat(starts - size * first, counts) + size * index
 
 
 def concat(chunks: list[dict[str, np.ndarray]], kind: int) -> dict[str, np.ndarray]:

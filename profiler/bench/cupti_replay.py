@@ -1,0 +1,78 @@
+"""A recording of CUPTI's buffers (``scripts/record_cupti.py``, ``scripts/record_script.py``; kept small
+under ``tests/data/h200_*/recording.npz``) replayed through the recorder's ``Records`` on any machine:
+the parsing and attribution the recorder's thread runs, on real H200 records, with no GPU.
+
+A recording holds the raw activity buffers end to end (``buffer_bytes``, ``buffer_lengths``) and a
+JSON ``meta``: each kind's record size (``sizes``), the clock pair each buffer was put on the host
+clock with (``clocks``: ``host_ns``, ``cupti``, ``rate``) and every batch as the loop handed it over
+(``batches``: ``loop``, ``row``, ``calls``, ``windows``, ``end_ns``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profiler.capture.cupti import layout
+from profiler.capture.cupti.recorder import Pending, Records, Stats
+from profiler.capture.store import TEMPLATE, Store
+
+
+def load(path: Path) -> tuple[list[bytes], dict[str, Any]]:
+    """(the recording's buffers in the order CUPTI handed them back, its ``meta``)."""
+    rec = np.load(path)
+    meta = json.loads(str(rec["meta"]))
+    raw = rec["buffer_bytes"].tobytes()
+    bounds = np.concatenate(([0], np.cumsum(rec["buffer_lengths"])))
+    return [raw[a:b] for a, b in itertools.pairwise(bounds)], meta
+
+
+def to_host(v: np.ndarray, p: int, c: int, rate: float) -> np.ndarray:
+    """CUPTI's times onto the host clock by the pair (host ``p``, CUPTI ``c``) and ``rate`` a buffer had."""
+    return p + np.round((v - c) / rate).astype(np.int64)
+
+
+def hand_over(records: Records, store: Store, b: dict[str, Any]) -> None:
+    """Recorded batch ``b`` handed to ``records`` as the loop hands it over, its row in ``store``."""
+    while len(store) <= b["row"]:
+        row = dict(TEMPLATE)
+        row["batch"] = len(store)
+        store.append(row)
+    store.wait_for_gpu(b["row"])
+    calls = [(s, e, tuple(tuple(x) for x in exp)) for s, e, exp in b["calls"]]
+    records.incoming.append(Pending(store, b["row"], calls, [tuple(w) for w in b["windows"]], b["end_ns"]))
+
+
+def replay_live(buffers: list[bytes], meta: dict[str, Any]) -> tuple[Store, Stats, list[dict[str, Any]], list[int]]:
+    """A recording of one loop (``load``) through ``Records`` in the order the recorder met it: each batch
+    handed over once it ended, before the first buffer taken after that; every buffer attributed as it
+    came. Returns the rows, the recorder's counts, the recorded batches, and each buffer's last launch
+    (host ns; rows whose step ended before the earliest have every record of the recording)."""
+    sizes = {int(k): v for k, v in meta["sizes"].items()}
+    stats = Stats()
+    records = Records(stats)
+    store = Store()
+    batches = meta["batches"]
+    given = 0
+    taken: list[int] = []
+    for raw, clock in zip(buffers, meta["clocks"]):
+        while given < len(batches) and batches[given]["end_ns"] < clock["host_ns"]:
+            hand_over(records, store, batches[given])
+            given += 1
+        p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
+        parsed = layout.parse(raw, dict(sizes))
+        queued = parsed[layout.KIND_CONCURRENT_KERNEL]["queued"]
+        if len(queued):
+            taken.append(p + round((int(queued.max()) - c) / rate))
+        records.take(parsed, functools.partial(to_host, p=p, c=c, rate=rate))
+        records.process(force=False)
+    while given < len(batches):
+        hand_over(records, store, batches[given])
+        given += 1
+    records.process(force=True)
+    return store, stats, batches, taken
