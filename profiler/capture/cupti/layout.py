@@ -62,6 +62,13 @@ COLUMNS: Final = {
     KIND_CONCURRENT_KERNEL: ("start", "end", "queued", "stream", "correlation"),
     KIND_MEMCPY: ("start", "end", "bytes", "src_kind", "stream", "correlation"),
 }
+# (name, width in bytes, byte offset) of each field ``parse`` reads: the columns, and a copy's kind.
+_READS: Final = {
+    kind: tuple(
+        (name, np.dtype(fmt).itemsize, pos) for name, fmt, pos in fields if name in COLUMNS[kind] or name == "copy_kind"
+    )
+    for kind, fields in FIELDS.items()
+}
 # CUPTI_TIMESTAMP_UNKNOWN is 0; a queued time is kept only when known.
 
 
@@ -165,11 +172,7 @@ def parse(buf: bytes, sizes: dict[int, int], size_at: SizeOf | None = None) -> d
             out[kind] = empty(kind)
             continue
         at = _offsets(mine, sizes[kind])
-        cols = {
-            name: views[np.dtype(fmt).itemsize][(at + pos) // np.dtype(fmt).itemsize]
-            for name, fmt, pos in FIELDS[kind]
-            if name in COLUMNS[kind] or name == "copy_kind"
-        }
+        cols = {name: views[width][(at + pos) // width] for name, width, pos in _READS[kind]}
         keep = cols["copy_kind"] == COPY_HTOD if kind == KIND_MEMCPY else None
         out[kind] = {c: (cols[c] if keep is None else cols[c][keep]).astype(np.int64) for c in COLUMNS[kind]}
     return out

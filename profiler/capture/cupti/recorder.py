@@ -115,14 +115,23 @@ def _c_reads(lib: Lib, shim: Shim) -> Callable[[], tuple[int, int, int]] | None:
         return None
 
 
-def _copies(mem: dict[str, np.ndarray], ks: list[int]) -> tuple[tuple[float, float, float], str]:
-    """A batch's copy records (indices ``ks`` into ``mem``, host ns): (first start, last end, summed
-    time) in ms, and the memory kind they read, ``mixed`` where they differ."""
-    idx = np.array(ks)
-    kinds = {layout.MEMORY_KINDS.get(int(v), f"kind{int(v)}") for v in mem["src_kind"][idx]}
-    start, end = mem["start"][idx], mem["end"][idx]
-    times = (float(start.min()) / 1e6, float(end.max()) / 1e6, float((end - start).sum()) / 1e6)
+def _copies(mem: dict[str, list[int]], ks: list[int]) -> tuple[tuple[float, float, float], str]:
+    """A batch's copy records (indices ``ks`` into ``mem``'s columns as lists, host ns): (first start, last
+    end, summed time) in ms, and the memory kind they read, ``mixed`` where they differ. Lists, not
+    numpy: a batch has a few copies, where numpy's calls cost more than the arithmetic."""
+    start, end, src = mem["start"], mem["end"], mem["src_kind"]
+    kinds = {layout.MEMORY_KINDS.get(src[k], f"kind{src[k]}") for k in ks}
+    times = (
+        min(start[k] for k in ks) / 1e6,
+        max(end[k] for k in ks) / 1e6,
+        sum(end[k] - start[k] for k in ks) / 1e6,
+    )
     return times, kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _lists(mem: dict[str, np.ndarray]) -> dict[str, list[int]]:
+    """The columns ``_copies`` reads, as lists."""
+    return {c: mem[c].tolist() for c in ("start", "end", "src_kind")}
 
 
 class CuptiClock:
@@ -283,9 +292,10 @@ class Records:
                     found.setdefault(i, []).append(k)
                     used[k] = True
         done = list(self._done)
+        cols = _lists(mem) if found else {}
         for i, ks in found.items():
             d = done[i]
-            h2d, src = _copies(mem, ks)
+            h2d, src = _copies(cols, ks)
             d.store.add_cupti(d.row, h2d=h2d, src=src, comp=None)
             self.stats.unmatched_calls -= len(ks)
             d.missing = []  # what is left of its calls can no longer be told apart: none kept
@@ -338,14 +348,18 @@ class Records:
         wrow = np.array([w[2] for w in wins], dtype=np.int64)
         win = attribute.assign_kernels(ker["queued"], ws, we)
         group = np.where(win >= 0, wrow[np.clip(win, 0, None)] if len(wrow) else -1, -1)
-        first, last, busy = attribute.per_group(group, ker["start"], ker["end"], len(ready))
+        first, last, busy = (
+            (v / 1e6).tolist() for v in attribute.per_group(group, ker["start"], ker["end"], len(ready))
+        )
+        cols = _lists(mem) if h2d else {}
         for i, p in enumerate(ready):
             ks = h2d.get(i)
+            comp = (first[i], last[i], busy[i])
             if ks:
-                times, src = _copies(mem, ks)
-                p.store.set_cupti(p.row, h2d=times, src=src, comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6))
+                times, src = _copies(cols, ks)
+                p.store.set_cupti(p.row, h2d=times, src=src, comp=comp)
             else:
-                p.store.set_cupti(p.row, h2d=None, src=None, comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6))
+                p.store.set_cupti(p.row, h2d=None, src=None, comp=comp)
         # What can no longer be any batch's: matched copies and those issued before the last match;
         # kernels launched before the end of the last batch written.
         keep_mem = np.ones(len(mem["start"]), dtype=bool)
