@@ -13,10 +13,11 @@ Each side runs in its own process: a CPU loop of ``--batches`` recorded by ``Tra
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from profiler.bench import baseline
 
 CHILD = """
 import profiler, statistics, sys, tempfile, time
@@ -58,15 +59,13 @@ def run(side: str, root: str, counts: list[int], repeats: int) -> list[tuple[int
     cmd = [sys.executable, "-c", CHILD, ",".join(map(str, counts)), str(repeats)]
     # Run from the checkout with it first on the path: ``-c`` puts the working folder first, and an
     # editable install's finder comes after both, so each side imports its own package.
-    env = {**os.environ, "PYTHONPATH": root}
-    done = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(cmd, env=baseline.env_for(root), cwd=root, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"{side}: the append bench failed (rc {done.returncode}): {done.stderr[-800:]}")
     out = []
     for line in done.stdout.split("\n"):
         if line.startswith("package "):
-            if not os.path.abspath(line.split(" ", 1)[1]).startswith(root + os.sep):
-                raise SystemExit(f"{side}: imported {line.split(' ', 1)[1]}, not the checkout at {root}")
+            baseline.check_package(line, root, side)
         elif line.strip():
             n, build, write = line.split()
             out.append((int(n), float(build), float(write)))
@@ -85,10 +84,7 @@ def main() -> None:
         raise SystemExit(f"--rows {args.rows} and --repeats {args.repeats} must be 1 or more")
     sides = [("HEAD", str(Path(__file__).resolve().parent.parent))]
     if args.baseline is not None:
-        base = os.path.abspath(args.baseline)
-        if not os.path.isfile(os.path.join(base, "profiler", "__init__.py")):
-            raise SystemExit(f"--baseline {args.baseline}: no profiler package there (git worktree add PATH <commit>)")
-        sides.append(("baseline", base))
+        sides.append(("baseline", baseline.checkout(args.baseline)))
     got = {name: run(name, root, args.rows, args.repeats) for name, root in sides}
     print(f"one journal append, median of {args.repeats} (ms): build the rows' timeline | format and write them")
     for i, n in enumerate(args.rows):

@@ -277,10 +277,10 @@ def main() -> None:
         return
     sides = [("HEAD", dict(os.environ))]
     if args.baseline:
-        path = os.path.abspath(args.baseline)
-        if not os.path.isfile(os.path.join(path, "profiler", "__init__.py")):
-            raise SystemExit(f"--baseline {args.baseline}: no profiler package there (git worktree add PATH <commit>)")
-        sides.append(("baseline", {**os.environ, "PYTHONPATH": path + os.pathsep + os.environ.get("PYTHONPATH", "")}))
+        # here, not at the top: the baseline's processes run this file on an older package
+        from profiler.bench import baseline
+
+        sides.append(("baseline", baseline.env_for(baseline.checkout(args.baseline))))
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     got: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):

@@ -24,6 +24,8 @@ import statistics
 import subprocess
 import sys
 
+from profiler.bench import baseline
+
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
@@ -93,15 +95,19 @@ print("RESULT " + json.dumps(out), flush=True)
 
 def run(side: str, root: str) -> dict[str, float]:
     """One process with the package at ``root`` first on the path."""
-    env = {**os.environ, "PYTHONPATH": root}
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, HERE], env=env, cwd=root, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", CHILD, HERE],
+        env=baseline.env_for(root),
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if done.returncode != 0:
         raise SystemExit(f"{side}: the bench failed (rc {done.returncode}): {done.stderr[-800:]}")
     for line in done.stdout.splitlines():
-        if line.startswith("package ") and not os.path.abspath(line.split(" ", 1)[1]).startswith(root + os.sep):
-            raise SystemExit(f"{side}: imported {line.split(' ', 1)[1]}, not the checkout at {root}")
+        if line.startswith("package "):
+            baseline.check_package(line, root, side)
         if line.startswith("RESULT "):
             return dict(json.loads(line[7:]))
     raise SystemExit(f"{side}: no result: {done.stdout[-400:]}")
@@ -114,10 +120,7 @@ def main() -> None:
     args = ap.parse_args()
     sides = [("HEAD", HERE)]
     if args.baseline:
-        base = os.path.abspath(args.baseline)
-        if not os.path.isfile(os.path.join(base, "profiler", "__init__.py")):
-            raise SystemExit(f"--baseline {args.baseline}: no profiler package there (git worktree add PATH <commit>)")
-        sides.append(("baseline", base))
+        sides.append(("baseline", baseline.checkout(args.baseline)))
     got: dict[str, dict[str, list[float]]] = {name: {} for name, _ in sides}
     for r in range(args.rounds):
         for name, root in sides if r % 2 == 0 else sides[::-1]:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from profiler.bench import baseline
+
 STALL = 10.0  # a batch over 10 times the median is a stall (the loop's own batches vary by under 2x)
 LOOP = """
 import sys, torch
@@ -80,12 +82,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternated processes per side (default 3)")
     ap.add_argument("--seconds", type=float, default=20.0, help="about how long each loop runs (default 20)")
     args = ap.parse_args()
-    base = os.path.abspath(args.baseline)
-    if not os.path.isfile(os.path.join(base, "profiler", "__init__.py")):
-        raise SystemExit(f"--baseline {args.baseline}: no profiler package there (git worktree add PATH <commit>)")
+    base = baseline.checkout(args.baseline)
     here = str(Path(__file__).resolve().parent.parent)
     env = {k: v for k, v in os.environ.items() if k != "PINPROF_FLUSH_S"}  # the default interval, as users run
-    sides = [("HEAD", here, env), ("baseline", base, {**env, "PYTHONPATH": base})]
+    sides = [("HEAD", here, env), ("baseline", base, baseline.env_for(base, env))]
     work = Path(tempfile.mkdtemp(prefix="pinprof-journal-"))
     (work / "loop.py").write_text(LOOP, encoding="utf-8")
     probe = one(env, here, 500, work)  # how long a batch takes here, to size the loops

@@ -133,15 +133,11 @@ def sides(baseline: str | None) -> list[tuple[str, dict[str, str]]]:
     """(name, environment) of each kind of process: the two clocks, or this checkout and ``baseline``."""
     if baseline is None:
         return [(clock, {**os.environ, "PINPROF_BACKEND": clock}) for clock in ("events", "cupti")]
-    path = os.path.abspath(baseline)
-    if not os.path.isfile(os.path.join(path, "profiler", "__init__.py")):
-        raise SystemExit(f"--baseline {baseline}: no profiler package there (make one: git worktree add PATH <commit>)")
-    old = {
-        **os.environ,
-        "PINPROF_BACKEND": "events",
-        "PYTHONPATH": path + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    }
-    return [("HEAD", {**os.environ, "PINPROF_BACKEND": "events"}), ("baseline", old)]
+    # here, not at the top: the baseline's processes run this file on an older package
+    from profiler.bench.baseline import checkout, env_for
+
+    events = {**os.environ, "PINPROF_BACKEND": "events"}
+    return [("HEAD", events), ("baseline", env_for(checkout(baseline), events))]
 
 
 def backends(rounds: int, baseline: str | None = None) -> None:
