@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from profiler import TransferProfiler
+from profiler.analysis.before_after import compare
 from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Verdict
 from profiler.capture import gc_pauses
@@ -92,6 +93,10 @@ def test_the_finding_on_a_growing_cache_and_the_fix_it_advises(tmp_path: Path) -
     print(f"full collections: {pauses.round(1).tolist()} ms; share of the loop {share}")
     assert finding.changes[0].gain_ms == pytest.approx(plain[~plain.warmup].gc_ms.mean())
     assert share["frozen"] < 0.6 * share["plain"]
+    # pinprof compare of the two runs says what the freeze saved, beside the phases
+    gc = next(c for c in compare(plain, frozen)[0] if c.phase == "gc")
+    assert gc.measurable and gc.delta_ms < 0, gc.text()
+    assert gc.text().startswith(f"full garbage collections: {-gc.delta_ms:.3f} ms faster per batch")
     # the freeze is seen where the loop began, and never advised again
     assert (plain.gc_frozen == 0).all() and (frozen.gc_frozen > 10_000).all()
     again = [f for d in diagnose(frozen) for f in d.findings if f.verdict == Verdict.GC_PAUSES]

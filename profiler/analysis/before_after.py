@@ -10,6 +10,10 @@ robust batch-to-batch spreads (1.4826 x the median absolute deviation), and at l
 stricter than a standard error on purpose: two runs of one script differ by more than their batches
 say (the machine's state, the files' cache), and a report must not call that drift a gain.
 
+Beside the phases, two columns are compared the same way: ``gc_ms``, the full garbage collections
+inside a batch (phase ``gc``), and ``pinprof_ms``, pinprof's own time on the loop's thread (phase
+``pinprof``); a file without one (an nsys import, an older pinprof) leaves it out.
+
 ``compare`` returns one ``PhaseChange`` per (pair, phase) measured on both sides:
     before, after (str: scenario names), phase (str), before_mean_ms, after_mean_ms,
     before_median_ms, after_median_ms, delta_ms (after mean - before mean; negative is faster),
@@ -26,8 +30,12 @@ import pandas as pd
 
 from profiler.analysis.compare import spread_ms
 
-PHASES = ("batch", "fetch", "pin", "stage", "layout", "h2d", "wait", "cpu_work", "compute")
+PHASES = ("batch", "fetch", "pin", "stage", "layout", "h2d", "wait", "cpu_work", "compute", "gc", "pinprof")
 FLOOR_SHARE = 0.01
+# What a line calls a column that is no phase of the loop's own: the full garbage collections inside
+# the batches (``gc_ms``: a change such as ``gc.freeze()`` shows here), and pinprof's own time on the
+# loop's thread (``pinprof_ms``: two runs under different pinprof versions or settings).
+LABELS = {"gc": "full garbage collections", "pinprof": "pinprof's own time"}
 
 
 @dataclass
@@ -55,11 +63,12 @@ class PhaseChange:
             f"mean {self.before_mean_ms:.3f} -> {self.after_mean_ms:.3f} ms{rel}; "
             f"median {self.before_median_ms:.3f} -> {self.after_median_ms:.3f} ms"
         )
+        name = LABELS.get(self.phase, self.phase)
         if not self.measurable:
-            return f"{self.phase}: no measurable difference ({figures}; within the noise of +/-{self.noise_ms:.3f} ms)"
+            return f"{name}: no measurable difference ({figures}; within the noise of +/-{self.noise_ms:.3f} ms)"
         way = "faster" if d < 0 else "slower"
         return (
-            f"{self.phase}: {abs(d):.3f} ms {way} per batch ({figures}), {self.ratio:.1f}x the noise "
+            f"{name}: {abs(d):.3f} ms {way} per batch ({figures}), {self.ratio:.1f}x the noise "
             f"(+/-{self.noise_ms:.3f} ms)"
         )
 
