@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Where ``pinprof profile``'s own time goes on a real loop: each part of the hooks' per-batch path
+timed from outside, on the loop's thread, while the script runs as ``pinprof profile`` runs it.
+
+A part is a method of the session (``profiler.capture.auto_session``) or of the loader's recorder,
+timed around each call; parts nest (``_commit`` is inside ``_close``, which is inside ``stepped`` or
+``_at_next``), so their times do not add up. Each timer costs about a microsecond itself, so a part
+called often reads a little high. Printed: calls, and the median and mean microseconds a call, from
+the script's first batch on; then the ``pinprof_ms`` median of the report's steady rows.
+
+A tight loop (``scripts/bench_cpu_recorder.py``) shows what the code costs with its data in the
+caches; this shows what it costs between the real steps of a real loop, which evict it.
+
+    python scripts/hook_parts.py [--out DIR] -- python train.py ARGS
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from profiler.bench.script import profile
+from profiler.capture.auto_session import AutoSession
+from profiler.capture.profiler import TransferProfiler
+from profiler.report.files import read_timeline
+
+PARTS: dict[type, tuple[str, ...]] = {
+    AutoSession: ("begin", "arrived", "_at_next", "stepped", "_close", "_bump", "copy_begin", "copy_end"),
+    TransferProfiler: ("_commit",),
+}
+
+
+def timed(name: str, fn: Callable[..., Any], got: dict[str, list[int]]) -> Callable[..., Any]:
+    main = threading.get_ident()
+
+    def part(*args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() != main:
+            return fn(*args, **kwargs)
+        t0 = time.perf_counter_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            got.setdefault(name, []).append(time.perf_counter_ns() - t0)
+
+    return part
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None, help="report folder (default: a new temporary one)")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT ARGS")
+    args = ap.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="pinprof-parts-")) / "report"
+    got: dict[str, list[int]] = {}
+    originals = [(cls, name, getattr(cls, name)) for cls, names in PARTS.items() for name in names]
+    for cls, name, fn in originals:
+        setattr(cls, name, timed(name, fn, got))
+    try:
+        code = profile(args.command, out, plots=False)
+    finally:
+        for cls, name, fn in originals:
+            setattr(cls, name, fn)
+    print(f"pinprof profile's parts on the loop's thread (exit status {code}; report in {out}):")
+    print(f"  {'part':<12} {'calls':>7} {'median us':>10} {'mean us':>9}")
+    for name in (n for names in PARTS.values() for n in names):
+        ns = got.get(name, [])
+        if ns:
+            print(f"  {name:<12} {len(ns):>7} {statistics.median(ns) / 1e3:>10.1f} {statistics.mean(ns) / 1e3:>9.1f}")
+    tl = read_timeline(out / "timeline.csv")
+    steady = tl[~tl.warmup.astype(bool)]
+    print(
+        f"  pinprof_ms median {steady.pinprof_ms.median() * 1e3:.1f} us over {len(steady)} steady rows (timers included)"
+    )
+
+
+if __name__ == "__main__":
+    main()
