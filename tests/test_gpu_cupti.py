@@ -8,9 +8,7 @@ takes CUPTI over; the test takes it back after each (``backend.take_back``: a pr
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +18,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from profiler import TransferProfiler
+from profiler.bench.cupti import trace_events
 from profiler.capture import auto_hooks, backend
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.cupti import layout
@@ -41,22 +40,11 @@ def _records_on() -> None:
 
 def kineto(fn: Callable[[], Any]) -> list[dict[str, Any]]:
     """The memcpy and kernel events torch.profiler records while ``fn`` runs (ns precision)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-    assert backend.take_back(), backend.describe()  # pinprof's records for the next round, on purpose
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path, encoding="utf-8") as fh:
-            trace = json.load(fh)
-    finally:
-        os.unlink(path)
+    events, took_back = trace_events(fn, cpu=False, cuda=True)
+    assert took_back, backend.describe()  # pinprof's records for the next round, on purpose
     out = []
-    for ev in trace.get("traceEvents", []):
-        if ev.get("ph") == "X" and ev.get("cat") in ("gpu_memcpy", "kernel"):
+    for ev in events:
+        if ev.get("cat") in ("gpu_memcpy", "kernel"):
             args = ev.get("args", {})
             out.append(
                 {

@@ -33,19 +33,17 @@ def src_memory_of(name: str) -> str:
     return ""
 
 
-def capture(fn: Callable[[], Any], host_ops: bool = True) -> pd.DataFrame:
-    """Run ``fn`` under torch.profiler and return its memcpys and runtime calls.
-
-    host_ops: also record torch's host-side operators (``ProfilerActivity.CPU``). Turn it off when
-        host timing matters: recording every torch operator slows the host path between pinprof's
-        events and the runtime call being checked.
-    """
+def trace_events(fn: Callable[[], Any], *, cpu: bool, cuda: bool) -> tuple[list[dict[str, Any]], bool]:
+    """Run ``fn`` under torch.profiler (host operators if ``cpu``, CUPTI's GPU records if ``cuda``) and
+    return (the complete events of its Chrome trace, ``ph`` "X", which keeps nanosecond precision;
+    whether a pinprof recorder that torch.profiler took CUPTI from records again: a bench's next
+    block, a test's next round)."""
     from torch.profiler import ProfilerActivity, profile
 
-    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if host_ops else [ProfilerActivity.CUDA]
+    activities = [a for a, on in ((ProfilerActivity.CPU, cpu), (ProfilerActivity.CUDA, cuda)) if on]
     with profile(activities=activities) as prof:
         fn()
-    backend.take_back()  # a pinprof recorder it took CUPTI from records again (a bench's next block)
+    took_back = backend.take_back()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
@@ -54,11 +52,20 @@ def capture(fn: Callable[[], Any], host_ops: bool = True) -> pd.DataFrame:
             trace = json.load(fh)
     finally:
         os.unlink(path)
+    return [ev for ev in trace.get("traceEvents", []) if ev.get("ph") == "X"], took_back
+
+
+def capture(fn: Callable[[], Any], host_ops: bool = True) -> pd.DataFrame:
+    """Run ``fn`` under torch.profiler and return its memcpys and runtime calls.
+
+    host_ops: also record torch's host-side operators (``ProfilerActivity.CPU``). Turn it off when
+        host timing matters: recording every torch operator slows the host path between pinprof's
+        events and the runtime call being checked.
+    """
+    events, _ = trace_events(fn, cpu=host_ops, cuda=True)
     rows = []
-    for ev in trace.get("traceEvents", []):
+    for ev in events:
         cat, name = ev.get("cat", ""), ev.get("name", "")
-        if ev.get("ph") != "X":
-            continue
         args = ev.get("args", {})
         if cat == "gpu_memcpy":
             kind = "memcpy"
