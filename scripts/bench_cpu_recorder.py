@@ -9,7 +9,13 @@ Three loops over small tensors (nothing but the recorder runs): ``library``,
 calls a batch; ``hooks-dict``, the hooks on dict batches of three leaves and no optimizer step (the
 shape of ``scripts/resident_loop.py``). Each prints (instrumented - bare) microseconds a batch, median of alternated rounds.
 
+With ``--script``, the loop is a real script's instead (``tests/scripts/fake_cnn.py``, say): each
+process is ``pinprof profile --no-plots`` of it, and what is compared is its report's ``pinprof_ms``
+over the steady batches (median and mean, microseconds): the hooks' own clocks, beside real steps
+that evict their code and data from the caches, where a tight loop keeps them.
+
     python scripts/bench_cpu_recorder.py --baseline PATH [--rounds 5]   (PATH: git worktree add PATH <commit>)
+    python scripts/bench_cpu_recorder.py --baseline PATH --script python SCRIPT ARGS   (a real loop, below)
     python scripts/bench_cpu_recorder.py --per-call   (a .to() hook's cost against what pinprof_ms counts of it)
     python scripts/bench_cpu_recorder.py --gc   (what the garbage-collection watch adds to each collection)
     python scripts/bench_cpu_recorder.py --gc-count SCRIPT [ARGS...]   (how many collections a script's loop makes)
@@ -240,6 +246,40 @@ def gc_count(script: list[str]) -> None:
         )
 
 
+def script_rounds(
+    command: list[str], sides: list[tuple[str, dict[str, str]]], rounds: int, here: str, base: str | None
+) -> None:
+    """``pinprof profile`` of ``command`` in alternated processes of each side: its steady batches'
+    ``pinprof_ms``, median and mean."""
+    import tempfile
+
+    import pandas as pd
+
+    argv = command[1:] if command[:1] == ["--"] else command
+    # the script's own path made absolute: each side runs from its own checkout
+    argv = [os.path.abspath(a) if a.endswith(".py") and os.path.exists(a) else a for a in argv]
+    got: dict[str, list[tuple[float, float]]] = {}
+    for r in range(rounds):
+        for name, env in sides if r % 2 == 0 else sides[::-1]:
+            out = os.path.join(tempfile.mkdtemp(prefix="pinprof-bench-"), "report")
+            cwd = here if name == "HEAD" else os.path.abspath(str(base))
+            cmd = [sys.executable, "-m", "profiler", "profile", "--out", out, "--no-plots", "--", *argv]
+            done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+            if done.returncode != 0:
+                print(f"{name}: pinprof profile failed (rc {done.returncode}): {done.stderr[-600:]}")
+                continue
+            tl = pd.read_csv(os.path.join(out, "timeline.csv"))
+            own = tl.loc[~tl.warmup.astype(bool), "pinprof_ms"] * 1e3
+            got.setdefault(name, []).append((float(own.median()), float(own.mean())))
+        print(f"  round {r + 1}/{rounds}", file=sys.stderr, flush=True)
+    print(f"pinprof_ms of the steady batches of {' '.join(argv)}, us a batch (median, mean), by process:")
+    for name, _ in sides:
+        if name in got:
+            med = statistics.median(m for m, _ in got[name])
+            runs = ", ".join(f"{m:.1f}/{a:.1f}" for m, a in got[name])
+            print(f"  {name}: median of medians {med:.1f} (rounds {runs})")
+
+
 def _rounds(bare: object, profiled: object) -> tuple[float, float]:
     bare(), profiled()  # type: ignore[operator]  # warm-up
     b, p = [], []
@@ -257,6 +297,9 @@ def main() -> None:
     ap.add_argument("--gc", action="store_true", help="only: what the garbage-collection watch adds to a collection")
     ap.add_argument(
         "--gc-count", nargs=argparse.REMAINDER, metavar="SCRIPT", help="only: a script's collections a batch"
+    )
+    ap.add_argument(
+        "--script", nargs=argparse.REMAINDER, metavar="python SCRIPT", help="a real loop: its reports' pinprof_ms"
     )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -282,6 +325,9 @@ def main() -> None:
 
         sides.append(("baseline", baseline.env_for(baseline.checkout(args.baseline))))
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if args.script:
+        script_rounds(args.script, sides, args.rounds, here, args.baseline)
+        return
     got: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):
         for name, env in sides if r % 2 == 0 else sides[::-1]:

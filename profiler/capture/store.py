@@ -51,12 +51,24 @@ _GPU_NAN = (NAN,) * _G
 _GS, _GE, _CS, _CE, _GSUM, _CSUM, _CLOCK = (RAW_GPU.index(k) for k in RAW_GPU)
 
 
+# Rows kept as their records until written into the arrays: past this many, ``append`` writes them
+# itself. A record is a dict of about 60 fields (about 3 KB with its floats), so this bounds them to a
+# few MB.
+FOLD_AT = 1024
+
+
 class Store:
     """Per-batch raw fields in flat typed arrays: about 210 bytes a batch (scripts/bench_memory.py).
 
-    A row is three C-level appends (one ``array.extend`` of the numeric fields, one of NaN GPU fields,
-    one list append of the memory kind), about 1 us in all; GPU fields are filled in place when their
-    events complete (``set_gpu``).
+    ``append`` is called once a batch, from the loop's thread: it numbers the record and queues it.
+    Writing the record's fields into the arrays (``_fold``: one ``array.extend`` of the numeric fields,
+    one of NaN GPU fields, one list append of the memory kind) is left to whoever reads the store next:
+    the journal's thread, CUPTI's, the events' read every few batches, the timeline at the end, or
+    ``append`` itself every ``FOLD_AT`` rows. Beside a real step, the record is out of the caches by the
+    time its row closes, and reading its fields there was the costliest part of the loop's thread's
+    work on a row (``scripts/hook_parts.py``, part ``_commit``; figures in reports/README.md). GPU
+    fields are filled in place when their events complete (``set_gpu``) or CUPTI's records are
+    attributed (``set_cupti``).
     """
 
     def __init__(self) -> None:
@@ -64,23 +76,54 @@ class Store:
         self._gpu = array("d")
         self._kinds: list[str] = []
         self._waiting: deque[int] = deque()  # rows whose CUPTI records are not attributed yet, in order
+        self._queued: deque[tuple[int, dict[str, Any]]] = deque()  # (row, record) not yet in the arrays
+        self._rows = 0  # rows numbered by append, in the arrays or queued
         # The journal's thread reads the arrays while the loop appends: a numpy view of an array that
         # is growing would make the append fail (an exporting array cannot resize).
         self._lock = threading.Lock()
 
     def append(self, rec: dict[str, Any]) -> int:
-        """Store one batch's record; returns its row number."""
+        """Keep one batch's record (``rec`` is not changed after); returns its row number."""
+        with self._lock:  # no fold between the number and the queue
+            queued, n = self._queued, self._rows
+            # A signal (Ctrl-C, SIGTERM, caught by the script) between the queueing and the count below
+            # left the last record numbered ``_rows``: the next number follows it, as rows stay aligned.
+            if queued and queued[-1][0] >= n:
+                n = queued[-1][0] + 1
+            elif len(self._kinds) > n:
+                n = len(self._kinds)
+            queued.append((n, rec))
+            self._rows = n + 1
+            if len(queued) >= FOLD_AT:
+                self._fold_locked()
+        return n
+
+    def _fold(self) -> None:
+        """Write every queued record into the arrays, in row order."""
+        if not self._queued:
+            return
         with self._lock:
-            n = len(self._kinds)
-            if len(self._host) != n * _H or len(self._gpu) != n * _G:
-                self._cut(n)  # a row torn by a signal (Ctrl-C, SIGTERM) and then caught: drop it
+            self._fold_locked()
+
+    def _fold_locked(self) -> None:
+        queued = self._queued
+        while queued:
+            n, rec = queued[0]
+            done = len(self._kinds)
+            if n < done:  # written before a signal cut this loop short, between the row and the pop
+                queued.popleft()
+                continue
+            if len(self._host) != done * _H or len(self._gpu) != done * _G:
+                self._cut(done)  # a row torn by a signal (Ctrl-C, SIGTERM) and then caught: written again
             self._host.extend(_numeric_row(rec))
             self._gpu.extend(_GPU_NAN)
             self._kinds.append(rec["src_memory"])  # last: a row counts once this is done
-            return n
+            queued.popleft()
 
     def set_gpu(self, row: int, field: int, value: float) -> None:
         """GPU field ``RAW_GPU[field]`` of ``row``, in ms since the first anchor."""
+        if row >= len(self._kinds):
+            self._fold()
         self._gpu[row * _G + field] = value
 
     def wait_for_gpu(self, row: int) -> None:
@@ -97,6 +140,8 @@ class Store:
         """``row``'s GPU fields from CUPTI's records, host ms: the copies' (first start, last end, summed
         time), the DMA's source memory as CUPTI names it, the step's kernels' (first start, last end,
         busy time); NaN stays for what no record showed. Called in row order."""
+        if row >= len(self._kinds):
+            self._fold()
         base = row * _G
         gpu = self._gpu
         if len(gpu) < base + _G:
@@ -122,6 +167,8 @@ class Store:
         last ends widened, summed and busy times added (a late record is another thread's, run
         between the others on the stream, not beside them), a second memory kind made ``mixed``.
         The journal keeps the row as first written: only the timeline at the end has what came late."""
+        if row >= len(self._kinds):
+            self._fold()
         base = row * _G
         gpu = self._gpu
         if len(gpu) < base + _G:
@@ -154,6 +201,7 @@ class Store:
         """The numeric host fields of the last ``n`` complete rows (copies: an array that exports its
         buffer cannot grow, so no view outlives this call)."""
         with self._lock:
+            self._fold_locked()
             rows = min(len(self._kinds), len(self._host) // _H)
             view = np.frombuffer(self._host, dtype=float, count=rows * _H).reshape(rows, _H)
             host = view[rows - min(n, rows) :].copy()
@@ -173,7 +221,8 @@ class Store:
         return {k: float(np.nanmedian(v)) if not np.all(np.isnan(v)) else NAN for k, v in spans.items()}
 
     def __len__(self) -> int:
-        """The rows every column holds (a row torn by a signal is not one)."""
+        """The rows every column holds (a row torn by a signal is not one), queued ones written first."""
+        self._fold()
         return min(len(self._kinds), len(self._host) // _H, len(self._gpu) // _G)
 
     def columns(self, start: int = 0, stop: int | None = None) -> dict[str, Any]:
@@ -183,7 +232,8 @@ class Store:
         the torn last row is dropped rather than failing the report.
         """
         with self._lock:
-            n = len(self)
+            self._fold_locked()
+            n = min(len(self._kinds), len(self._host) // _H, len(self._gpu) // _G)
             stop = n if stop is None else min(stop, n)
             start = min(start, stop)
             hview = np.frombuffer(self._host, dtype=float, count=n * _H).reshape(n, _H)
