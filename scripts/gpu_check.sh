@@ -126,6 +126,12 @@ log="$OUT/gpu_check.log"
       # The hooks alone on the resident loop, bare and hooked blocks in one process, CUPTI on for both
       # (then events): what of process-resident's ratio is the hooks', and what is CUPTI's own.
       resident-hooks) for b in cupti events; do PINPROF_BACKEND=$b timeout 90 python3 scripts/resident_loop.py --hooks --blocks 60; done ;;
+      # Where pinprof profile's own time goes on the loop's thread, part by part (scripts/hook_parts.py),
+      # on the short step and on the resident loop, each with the default clock (CUPTI where it runs).
+      parts) timeout 120 python3 scripts/hook_parts.py --out "$OUT/parts-short" -- python3 scripts/resnet_train.py \
+               --model small --image-size 96 --batch-size 128 --steps 600 --warm 100
+             timeout 90 python3 scripts/hook_parts.py --out "$OUT/parts-resident" -- python3 scripts/resident_loop.py \
+               --steps 1500 --warm 100 ;;
       # CUPTI's records started before any step, and after three (the bench's hang, 2026-12-03).
       # Then a flush halfway, forced and plain, with the loader running: the suspect since.
       cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done

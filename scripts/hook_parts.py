@@ -74,6 +74,8 @@ def main() -> None:
             print(f"  {name:<12} {len(ns):>7} {statistics.median(ns) / 1e3:>10.1f} {statistics.mean(ns) / 1e3:>9.1f}")
     tl = read_timeline(out / "timeline.csv")
     steady = tl[~tl.warmup.astype(bool)]
+    if not len(steady):
+        raise SystemExit(f"no steady batch was recorded (the script's exit status: {code})")
     print(
         f"  pinprof_ms median {steady.pinprof_ms.median() * 1e3:.1f} us over {len(steady)} steady rows (timers included)"
     )

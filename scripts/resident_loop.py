@@ -17,10 +17,12 @@ under the hooks (an ``AutoSession`` with NVTX and a journal, as ``pinprof profil
 hooked block's ratio to the mean of its two bare neighbours. CUPTI, where it runs, is started once
 before the warm-up and stays on for both kinds (it is process-wide: the bare processes of
 ``bench_process_overhead.py`` pay nothing of it), so what this ratio leaves out of the process ratio is
-CUPTI's own cost in the driver and its thread. ``--device cpu`` runs it on a machine with no GPU
-(nothing pinned, the copies ``.to("cpu")``: the hooks' Python alone).
+CUPTI's own cost in the driver and its thread.
 
-    python scripts/resident_loop.py [--steps 1500] [--warm 100] [--cpu-ms 2] [--library [--blocks 40]]
+``--device cpu`` runs the plain loop or ``--hooks`` on a machine with no GPU (nothing pinned, the
+copies ``.to("cpu")``, the step on the host: the hooks' Python alone, beside real steps).
+
+    python scripts/resident_loop.py [--steps 1500] [--warm 100] [--cpu-ms 2] [--device cpu] [--library [--blocks 40]]
     python scripts/resident_loop.py --hooks [--blocks 40] [--device cpu]
 """
 
@@ -75,7 +77,7 @@ def step(batch: dict[str, torch.Tensor], dev: torch.device, cpu_ms: float) -> fl
 
 
 def plain(args: argparse.Namespace, dev: torch.device) -> None:
-    loader = DataLoader(Resident(args.steps), batch_size=None, num_workers=0)
+    loader = DataLoader(Resident(args.steps, pin=dev.type == "cuda"), batch_size=None, num_workers=0)
     times: list[float] = []
     t0 = time.perf_counter()
     for batch in loader:
@@ -193,15 +195,19 @@ def main() -> None:
     ap.add_argument(
         "--blocks", type=int, default=40, help="with --library or --hooks: blocks of each kind (default 40)"
     )
-    ap.add_argument("--device", default="cuda", help="cuda (default), or cpu for --hooks on a machine with no GPU")
+    ap.add_argument(
+        "--device",
+        default="cuda",
+        help="cuda (default), or cpu on a machine with no GPU (nothing pinned; not --library)",
+    )
     args = ap.parse_args()
     if args.warm < 0 or args.steps <= args.warm:
         ap.error(f"--steps {args.steps} must exceed --warm {args.warm} (the median is over the steps after it)")
     if args.library and args.hooks:
         ap.error("--library and --hooks each measure one path: give one")
     dev = torch.device(args.device)
-    if dev.type != "cuda" and not args.hooks:
-        ap.error(f"--device {args.device}: only --hooks runs without a GPU")
+    if dev.type != "cuda" and args.library:
+        ap.error(f"--device {args.device}: --library times the GPU; run it on a GPU, or give --hooks or neither")
     if args.library:
         library(args, dev)
     elif args.hooks:
