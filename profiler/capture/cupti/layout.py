@@ -156,8 +156,8 @@ def parse(buf: bytes, sizes: dict[int, int], size_at: SizeOf | None = None) -> d
     """Every record of ``buf`` as columns (see the module docstring), by kind; copies other than
     host-to-device are dropped here.
 
-    Each field is gathered from every record of its kind at once, at the records' byte offsets: a
-    structured view per run, joined, cost numpy's slow path for structured dtypes once per run."""
+    Each field is gathered from every record of its kind in one read, at the records' byte offsets (a
+    structured view per run, then joined, took numpy's slow path for structured dtypes once a run)."""
     found = runs(buf, sizes, size_at)
     n = len(buf)
     views = {
