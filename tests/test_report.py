@@ -130,6 +130,10 @@ def test_the_terminal_table_fits_100_columns_and_drops_empty_columns(where: Path
     if not a.summary.h2d_ms_p50.notna().any():
         assert "h2d" not in header and "GB/s" not in header
     assert "fetch" in header and "batch" in header
+    # the step's column says which clock timed it: a GPU's, or the host's where no GPU ran
+    on_gpu = a.summary["device"].astype(str).str.startswith("cuda").any()
+    if a.summary.compute_ms_p50.notna().any():
+        assert ("gpu" in header) == on_gpu and ("compute" in header) == (not on_gpu), header
 
 
 COMPARE = DATA / "cpu_compare"

@@ -39,6 +39,15 @@ MD_COLUMNS = [
 ]
 
 
+def headings(summary: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """``MD_COLUMNS``, the step's column headed ``compute`` where no scenario ran on a GPU: the host's
+    clock timed the step then, and ``gpu`` would say a GPU did. A summary with no ``device`` column
+    (an older file) keeps ``gpu``."""
+    if "device" not in summary or summary["device"].astype(str).str.startswith("cuda").any():
+        return MD_COLUMNS
+    return [(c, "compute" if c == "compute_ms_p50" else h, f) for c, h, f in MD_COLUMNS]
+
+
 def cell_text(value: object, fmt: str, col: str) -> str:
     """A summary cell as text (``MD_COLUMNS``' format; bytes as MiB), empty when not measured."""
     if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
@@ -48,11 +57,12 @@ def cell_text(value: object, fmt: str, col: str) -> str:
 
 def summary_table(summary: pd.DataFrame) -> str:
     """A compact Markdown table (medians in ms; empty = not measured)."""
-    head = "| " + " | ".join(h for _, h, _ in MD_COLUMNS) + " |"
-    sep = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(MD_COLUMNS))) + "|"
+    columns = headings(summary)
+    head = "| " + " | ".join(h for _, h, _ in columns) + " |"
+    sep = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"
     lines = [head, sep]
     for _, row in summary.iterrows():
-        cells = [md(cell_text(row.get(col), fmt, col), cell=True) for col, _, fmt in MD_COLUMNS]
+        cells = [md(cell_text(row.get(col), fmt, col), cell=True) for col, _, fmt in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\nMedians over measured batches, in ms; empty = not measured.\n"
 

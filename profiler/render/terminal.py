@@ -13,7 +13,7 @@ import textwrap
 import pandas as pd
 
 from profiler.analysis.reading import Analysis
-from profiler.render.markdown import MD_COLUMNS, cell_text
+from profiler.render.markdown import cell_text, headings
 
 WIDTH = 100
 
@@ -27,7 +27,7 @@ def _cut(text: str, width: int) -> str:
 
 def table(summary: pd.DataFrame, width: int = WIDTH) -> str:
     """The summary's medians as aligned text, at most ``width`` columns wide."""
-    cols = [(c, h, f) for c, h, f in MD_COLUMNS if c in summary and summary[c].notna().any()]
+    cols = [(c, h, f) for c, h, f in headings(summary) if c in summary and summary[c].notna().any()]
     cells = [[cell_text(r.get(c), f, c) for c, _, f in cols] for _, r in summary.iterrows()]
     heads = [h for _, h, _ in cols]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(heads)]
