@@ -10,7 +10,10 @@ Each side runs in its own process, alternated (``--rounds``), and prints medians
   resnet-like step (2 copies, then 320 kernels; 12 batches a buffer);
 - ``replay``: the H200 short step's recorded buffers (``tests/data/h200_thread_queues``: 249 batches,
   4 MiB of records) through ``Records`` as the recorder met them (``profiler.bench.cupti_replay``):
-  parsing and attribution, microseconds a batch.
+  parsing and attribution, microseconds a batch;
+- ``late kernels``: a buffer of kernels that came back after their batches were written (an autograd
+  thread's own queue: 40 for each of the last 60 batches), taken beside 300 and 4,500 written
+  batches (the recorder keeps 30 s of them: 4,500 at 150 batches a second), microseconds a batch.
 
     python scripts/bench_cupti_parse.py [--baseline PATH] [--rounds 5]   (PATH: git worktree add PATH <commit>)
 """
@@ -89,6 +92,46 @@ for name, (batches, copies, kernels) in {"short-runs": (225, 3, 4), "long-runs":
 path = here / "tests" / "data" / "h200_thread_queues" / "recording.npz"
 recording = replay.load(path)  # read and unpacked once: not the recorder's work
 out["replay h200_thread_queues"] = per_batch(lambda: replay.replay_live(*recording), len(recording[1]["batches"]), 5)
+
+# Kernels that come back after their batches were written (an autograd thread's own queue), against
+# how many written batches the recorder keeps (30 s of them: 4,500 at 150 batches a second).
+from profiler.capture.cupti.recorder import Pending, Records, Stats
+from profiler.capture.store import TEMPLATE, Store
+
+MS, T0, LAST, PER = 10**6, 10**9, 60, 40
+
+
+def kept(n):
+    rec, store = Records(Stats()), Store()
+    for b in range(n):
+        row = dict(TEMPLATE)
+        row["batch"] = b
+        store.append(row)
+        store.wait_for_gpu(b)
+        t = T0 + b * 7 * MS
+        rec.incoming.append(Pending(store, b, [], [(t, t + 6 * MS)], t + 6 * MS))
+    rec.take(layout.parse(kernel(T0 + n * 7 * MS + 100 * MS, 1), dict(SIZES)), lambda v: v)
+    rec.process(force=False)  # every batch written: its record came 100 ms after its end
+    return rec
+
+
+def late(n):
+    parts, corr = [], 10
+    for b in range(n - LAST, n):
+        for k in range(PER):
+            parts.append(kernel(T0 + b * 7 * MS + MS + k * 100_000 + 2_000, corr))  # launched in b's window
+            corr += 1
+    return layout.parse(b"".join(parts), dict(SIZES))
+
+
+for n in (300, 4500):
+    buf, got = late(n), []
+    for _ in range(5):
+        rec = kept(n)
+        t0 = time.perf_counter_ns()
+        rec.take(buf, lambda v: v)
+        got.append((time.perf_counter_ns() - t0) / 1e3 / LAST)
+    out[f"late kernels, {n} batches kept"] = statistics.median(got)
 print("RESULT " + json.dumps(out), flush=True)
 """
 

@@ -378,3 +378,34 @@ def test_a_training_steps_backward_from_its_own_queue_is_added_to_the_rows_on_h2
     assert (comp > 1.2).all() and (comp < 1.35).all(), (comp.min(), comp.max())
     assert not np.isnan(cols["h2d_gsum"][covered]).any()  # (the rows after them lack buffers cut off)
     print(f"{len(covered)} rows: compute_ms {comp.min():.4f}-{comp.max():.4f}, {stats.late_added} late records added")
+
+
+def test_a_late_kernel_of_an_old_batch_is_still_added_among_many_kept() -> None:
+    """Late kernels are looked for only among the written batches that can hold them (those ending
+    after the earliest launch): one launched in an old batch's window, with thousands kept after it,
+    is added to that batch as one launched in the newest batch's is to the newest; one launched between
+    two steps is no batch's, and not counted lost."""
+    ms, n = 1_000_000, 3000
+    stats, store = Stats(), Store()
+    records = Records(stats)
+    for b in range(n):
+        row = dict(TEMPLATE)
+        row["batch"] = b
+        store.append(row)
+        store.wait_for_gpu(b)
+        t = b * 7 * ms
+        records.incoming.append(Pending(store, b, [], [(t, t + 6 * ms)], t + 6 * ms))
+    sizes = {KERNEL: 216, MEMCPY: 96}
+    records.take(layout.parse(_kernel(n * 7 * ms + 100 * ms, n * 7 * ms + 101 * ms, 0, 1), dict(sizes)), lambda v: v)
+    records.process(force=False)  # every batch written, with no kernel of its own
+    old, new = 100, n - 1
+    late = _kernel(old * 7 * ms + 2 * ms, old * 7 * ms + 3 * ms, old * 7 * ms + ms, 5) + _kernel(
+        new * 7 * ms + 2 * ms, new * 7 * ms + 4 * ms, new * 7 * ms + ms, 6
+    )
+    gap = 200 * 7 * ms + 6 * ms + ms // 2  # between two steps' windows: no batch's, and not lost
+    late += _kernel(gap + 10_000, gap + 20_000, gap, 7)
+    records.take(layout.parse(late, dict(sizes)), lambda v: v)
+    comp = store.columns()["comp_gsum"]
+    assert stats.late_added == 2 and stats.late == 0  # lost: only a launch before the oldest batch kept
+    assert comp[old] == pytest.approx(1.0) and comp[new] == pytest.approx(2.0)
+    assert np.nansum(comp) == pytest.approx(3.0)  # no other row took either

@@ -83,6 +83,7 @@ class Done:
     windows: list[tuple[int, int]]
     missing: list[Call]
     end_ns: int
+    reach_ns: int = 0  # the latest end of this batch and of every batch written before it
 
 
 @dataclass
@@ -212,6 +213,11 @@ class Records:
         self.frontier_ns = 0  # the latest start of a delivered record, host ns
         self.written_ns = 0  # the latest end of a batch already attributed, host ns
         self._done: deque[Done] = deque()  # batches written in the last HISTORY_NS, oldest first
+        self._reach = 0  # the latest end of a batch in _done so far (Done.reach_ns)
+        # (earliest window start, batch) of kept batches, starts rising: the first is the earliest of
+        # all kept (a sliding-window minimum, kept as batches come and go)
+        self._floors: deque[tuple[int, Done]] = deque()
+        self._with_missing = 0  # kept batches with copy calls still missing their record
         self.first_ns = 0  # the start of the first written batch's first step window, host ns
         self.incoming: deque[Pending] = deque()  # the loop appends; ``process`` pops
         self._pending: list[Pending] = []
@@ -238,7 +244,7 @@ class Records:
             self.stats.copies += len(mem["start"])
             self.frontier_ns = max(self.frontier_ns, int(mem["start"].max()))
             late = mem["start"] <= self.written_ns  # started on the device, so issued, before
-            if late.any() and any(d.missing for d in self._done):
+            if late.any() and self._with_missing:
                 mem = layout.take(mem, ~self._late_copies(layout.take(mem, late), late))
             self._mem = layout.concat([self._mem, mem], MEMCPY)
 
@@ -248,9 +254,20 @@ class Records:
         batch's step window is added to that batch's row. Returns, over the mask ``late`` of the whole
         buffer, which of them were added (the rest go on as any record: a batch still waiting may
         own them, else they belong to no step)."""
-        done = list(self._done)
+        q = ker["queued"]
+        known = q[q > 0]
+        earliest = int(known.min()) if len(known) else self.written_ns + 1
+        # Only the written batches that can hold one: a window ends by its batch's end, and reach_ns
+        # grows along the deque, so a batch whose reach is before the earliest launch ends before it,
+        # as every batch before it does. With 30 s kept (HISTORY_NS), all of them cost 2 ms a buffer.
+        done: list[Done] = []
+        for d in reversed(self._done):
+            if d.reach_ns < earliest:
+                break
+            done.append(d)
+        done.reverse()
         wins = sorted((s, e, i) for i, d in enumerate(done) for s, e in d.windows)
-        added = np.zeros(len(ker["queued"]), dtype=bool)
+        added = np.zeros(len(q), dtype=bool)
         if wins:
             ws = np.array([w[0] for w in wins], dtype=np.int64)
             we = np.array([w[1] for w in wins], dtype=np.int64)
@@ -265,8 +282,7 @@ class Records:
         self.stats.late_added += int(added.sum())
         # Launched after the first batch's step began but before the oldest batch kept: no row can
         # take them any more (before the first step, they belong to no batch anyway).
-        oldest = min((s for d in done for s, _ in d.windows), default=self.written_ns)
-        q = ker["queued"]
+        oldest = self._floors[0][0] if self._floors else self.written_ns
         self.stats.late += int((~added & (q >= self.first_ns) & (q < oldest)).sum())
         out = np.zeros(len(late), dtype=bool)
         out[np.flatnonzero(late)[added]] = True
@@ -298,6 +314,7 @@ class Records:
             h2d, src = _copies(cols, ks)
             d.store.add_cupti(d.row, h2d=h2d, src=src, comp=None)
             self.stats.unmatched_calls -= len(ks)
+            self._with_missing -= 1  # a batch in flat had calls missing
             d.missing = []  # what is left of its calls can no longer be told apart: none kept
         self.stats.late_added += int(used.sum())
         out = np.zeros(len(late), dtype=bool)
@@ -371,10 +388,22 @@ class Records:
         done = self._done
         if not self.first_ns:
             self.first_ns = min((s for p in ready for s, _ in p.windows), default=0)
+        floors = self._floors
         for i, p in enumerate(ready):
-            done.append(Done(p.store, p.row, p.windows, missing.get(i, []), p.end_ns))
+            self._reach = max(self._reach, p.end_ns)
+            d = Done(p.store, p.row, p.windows, missing.get(i, []), p.end_ns, self._reach)
+            done.append(d)
+            self._with_missing += bool(d.missing)
+            if p.windows:
+                start = min(s for s, _ in p.windows)
+                while floors and floors[-1][0] >= start:
+                    floors.pop()
+                floors.append((start, d))
         while done and done[0].end_ns < horizon - HISTORY_NS:
-            done.popleft()
+            d = done.popleft()
+            self._with_missing -= bool(d.missing)
+            if floors and floors[0][1] is d:
+                floors.popleft()
         self._ker = layout.take(ker, (ker["queued"] > horizon) | (ker["queued"] == 0) & (ker["start"] > horizon))
 
 
