@@ -32,7 +32,7 @@ from profiler.bench import baseline
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
-import importlib.util, json, statistics, struct, sys, time
+import importlib.util, json, statistics, sys, time
 from pathlib import Path
 import profiler
 from profiler.capture.cupti import layout
@@ -43,26 +43,15 @@ print("package", profiler.__file__, flush=True)
 spec = importlib.util.spec_from_file_location("cupti_replay", here / "profiler" / "bench" / "cupti_replay.py")
 replay = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(replay)
-KER, MEM = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
-SIZES = {KER: 216, MEM: 96}  # the H200's CUPTI 13.0 (tests/data/h200_thread_queues meta.json)
+SIZES = replay.SIZES
 
 
 def kernel(t, corr):
-    b = bytearray(SIZES[KER])
-    struct.pack_into("<I", b, 0, KER)
-    struct.pack_into("<QQ", b, 16, t, t + 5_000)
-    struct.pack_into("<I", b, 48, 7)
-    struct.pack_into("<I", b, 92, corr)
-    struct.pack_into("<Q", b, 120, t - 2_000)
-    return bytes(b)
+    return replay.kernel_record(t, t + 5_000, t - 2_000, corr)
 
 
 def memcpy(t, corr):
-    b = bytearray(SIZES[MEM])
-    struct.pack_into("<IBBB", b, 0, MEM, 1, 2, 3)
-    struct.pack_into("<QQQ", b, 8, 1 << 20, t, t + 20_000)
-    struct.pack_into("<II", b, 40, 7, corr)
-    return bytes(b)
+    return replay.memcpy_record(t, t + 20_000, 1 << 20, 2, corr)
 
 
 def buffer(batches, copies, kernels):

@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 
 from profiler.bench import cupti_replay
+from profiler.bench.cupti_replay import kernel_record as _kernel
+from profiler.bench.cupti_replay import memcpy_record as _memcpy
 from profiler.capture.cupti import attribute, layout
 from profiler.capture.cupti.recorder import Call, CuptiClock, Pending, Records, Stats
 from profiler.capture.store import TEMPLATE, Store
@@ -107,24 +109,6 @@ def test_copies_bytes_and_memory_kind_of_the_recorded_rows() -> None:
 
 
 # -- the rules on made-up records -------------------------------------------------------------------
-def _kernel(start: int, end: int, queued: int, corr: int) -> bytes:
-    b = bytearray(216)
-    struct.pack_into("<I", b, 0, KERNEL)
-    struct.pack_into("<QQ", b, 16, start, end)
-    struct.pack_into("<I", b, 48, 7)
-    struct.pack_into("<I", b, 92, corr)
-    struct.pack_into("<Q", b, 120, queued)
-    return bytes(b)
-
-
-def _memcpy(start: int, end: int, nbytes: int, src: int, corr: int, copy_kind: int = 1) -> bytes:
-    b = bytearray(96)
-    struct.pack_into("<IBBB", b, 0, MEMCPY, copy_kind, src, 3)
-    struct.pack_into("<QQQ", b, 8, nbytes, start, end)
-    struct.pack_into("<II", b, 40, 7, corr)
-    return bytes(b)
-
-
 def test_runs_of_records_are_found_and_sizes_learned_once() -> None:
     buf = _memcpy(1, 2, 8, 2, 1) + _kernel(3, 4, 2, 2) * 40 + _memcpy(5, 6, 8, 2, 3, copy_kind=2) + _kernel(7, 8, 6, 4)
     asked: list[int] = []

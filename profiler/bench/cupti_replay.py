@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,32 @@ def load(path: Path) -> tuple[list[bytes], dict[str, Any]]:
 def to_host(v: np.ndarray, p: int, c: int, rate: float) -> np.ndarray:
     """CUPTI's times onto the host clock by the pair (host ``p``, CUPTI ``c``) and ``rate`` a buffer had."""
     return p + np.round((v - c) / rate).astype(np.int64)
+
+
+# The H200's CUPTI 13.0 record sizes (tests/data/h200_thread_queues meta.json), for records made up.
+SIZES = {layout.KIND_CONCURRENT_KERNEL: 216, layout.KIND_MEMCPY: 96}
+
+
+def kernel_record(start: int, end: int, queued: int, corr: int) -> bytes:
+    """A made-up kernel record as CUPTI lays it out (``layout.FIELDS``): on the device from ``start``
+    to ``end``, its launch queued at ``queued`` (ns), correlation id ``corr``, stream 7."""
+    b = bytearray(SIZES[layout.KIND_CONCURRENT_KERNEL])
+    struct.pack_into("<I", b, 0, layout.KIND_CONCURRENT_KERNEL)
+    struct.pack_into("<QQ", b, 16, start, end)
+    struct.pack_into("<I", b, 48, 7)
+    struct.pack_into("<I", b, 92, corr)
+    struct.pack_into("<Q", b, 120, queued)
+    return bytes(b)
+
+
+def memcpy_record(start: int, end: int, nbytes: int, src: int, corr: int, copy_kind: int = 1) -> bytes:
+    """A made-up copy record: ``nbytes`` from memory kind ``src`` (``layout.MEMORY_KINDS``), a
+    host-to-device copy unless ``copy_kind`` says otherwise, stream 7."""
+    b = bytearray(SIZES[layout.KIND_MEMCPY])
+    struct.pack_into("<IBBB", b, 0, layout.KIND_MEMCPY, copy_kind, src, 3)
+    struct.pack_into("<QQQ", b, 8, nbytes, start, end)
+    struct.pack_into("<II", b, 40, 7, corr)
+    return bytes(b)
 
 
 def hand_over(records: Records, store: Store, b: dict[str, Any]) -> None:
