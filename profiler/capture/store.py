@@ -224,6 +224,10 @@ class Store:
     def __len__(self) -> int:
         """The rows every column holds (a row torn by a signal is not one), queued ones written first."""
         self._fold()
+        return self._whole()
+
+    def _whole(self) -> int:
+        """The rows written into every array (a row torn by a signal is not one)."""
         return min(len(self._kinds), len(self._host) // _H, len(self._gpu) // _G)
 
     def columns(self, start: int = 0, stop: int | None = None) -> dict[str, Any]:
@@ -234,7 +238,7 @@ class Store:
         """
         with self._lock:
             self._fold_locked()
-            n = min(len(self._kinds), len(self._host) // _H, len(self._gpu) // _G)
+            n = self._whole()
             stop = n if stop is None else min(stop, n)
             start = min(start, stop)
             hview = np.frombuffer(self._host, dtype=float, count=n * _H).reshape(n, _H)
