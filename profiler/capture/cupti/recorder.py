@@ -135,6 +135,12 @@ def _lists(mem: dict[str, np.ndarray]) -> dict[str, list[int]]:
     return {c: mem[c].tolist() for c in ("start", "end", "src_kind")}
 
 
+def _steps_ms(group: np.ndarray, ker: dict[str, np.ndarray], groups: int) -> tuple[list[float], ...]:
+    """(first start, last end, busy time) in ms of the kernels of each group 0..groups-1
+    (``attribute.per_group``), as lists: each batch's row reads three of them."""
+    return tuple((v / 1e6).tolist() for v in attribute.per_group(group, ker["start"], ker["end"], groups))
+
+
 class CuptiClock:
     """CUPTI's timestamps onto ``perf_counter_ns``: ``host = p + (cupti - c) / rate`` from the latest
     paired read (p, c), the rate from the first and the latest.
@@ -275,10 +281,10 @@ class Records:
             wrow = np.array([w[2] for w in wins], dtype=np.int64)
             win = attribute.assign_kernels(ker["queued"], ws, we)
             group = np.where(win >= 0, wrow[np.clip(win, 0, None)], -1)
-            first, last, busy = attribute.per_group(group, ker["start"], ker["end"], len(done))
-            for i in np.unique(group[group >= 0]):
-                d = done[int(i)]
-                d.store.add_cupti(d.row, h2d=None, src=None, comp=(first[i] / 1e6, last[i] / 1e6, busy[i] / 1e6))
+            first, last, busy = _steps_ms(group, ker, len(done))
+            for i in np.unique(group[group >= 0]).tolist():
+                d = done[i]
+                d.store.add_cupti(d.row, h2d=None, src=None, comp=(first[i], last[i], busy[i]))
             added = group >= 0
         self.stats.late_added += int(added.sum())
         # Launched after the first batch's step began but before the oldest batch kept: no row can
@@ -366,9 +372,7 @@ class Records:
         wrow = np.array([w[2] for w in wins], dtype=np.int64)
         win = attribute.assign_kernels(ker["queued"], ws, we)
         group = np.where(win >= 0, wrow[np.clip(win, 0, None)] if len(wrow) else -1, -1)
-        first, last, busy = (
-            (v / 1e6).tolist() for v in attribute.per_group(group, ker["start"], ker["end"], len(ready))
-        )
+        first, last, busy = _steps_ms(group, ker, len(ready))
         cols = _lists(mem) if h2d else {}
         for i, p in enumerate(ready):
             ks = h2d.get(i)
