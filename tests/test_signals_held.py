@@ -3,13 +3,18 @@ leave the report unwritten, and what it says is delivered afterwards or dropped 
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
+from profiler import TransferProfiler
+from profiler.capture import profiler as profiler_module
 from profiler.report import signals as interrupt
+from profiler.report.files import read_timeline
 from profiler.report.signals import write_held
 
 
@@ -130,3 +135,55 @@ def test_a_handler_set_outside_python_is_left_in_place(monkeypatch: pytest.Monke
     assert seen["int"] is not signal.default_int_handler  # held
     monkeypatch.undo()
     assert real_getsignal(signal.SIGCHLD) is before and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def restore_then_signal(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The first line of TransferProfiler's exit raises SIGCHLD once: its handler runs there, before
+    the report's hold, as torch's did a few ms after the reset connection of a worker that died."""
+    real = profiler_module.restore_sigterm
+    fired: list[int] = []
+
+    def restore(previous: Any) -> None:
+        real(previous)
+        if not fired:
+            fired.append(1)
+            signal.raise_signal(signal.SIGCHLD)
+
+    monkeypatch.setattr(profiler_module, "restore_sigterm", restore)
+    return fired
+
+
+def loop_of_three(out: Path, then: BaseException | None) -> None:
+    with TransferProfiler(mode="pageable", device="cpu", out=out) as prof:
+        for batch in prof.batches([torch.ones(4)] * 3):
+            prof.to_device(batch)
+        if then is not None:
+            raise then
+
+
+def test_a_handler_before_the_exits_hold_costs_a_retry_not_the_report(
+    tmp_path: Path, raising_sigchld: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fired = restore_then_signal(monkeypatch)
+    reset = ConnectionResetError(104, "Connection reset by peer")
+    with pytest.raises(ConnectionResetError) as got:
+        loop_of_three(tmp_path / "rep", reset)
+    assert fired and got.value is reset  # the loop's own error propagates, not the handler's
+    meta = json.loads((tmp_path / "rep" / "meta.json").read_text())
+    assert meta["partial"] is True and meta["interrupted_by"] == "ConnectionResetError"
+    assert list(read_timeline(tmp_path / "rep").batch) == [0, 1, 2]
+    assert reset.__notes__ == [
+        "pinprof: then, while the report was written: WorkerDied: DataLoader worker (pid 1) is killed by signal: Killed."
+    ]
+
+
+def test_after_a_clean_loop_a_handler_before_the_hold_is_raised_once_the_report_is_written(
+    tmp_path: Path, raising_sigchld: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, calls = raising_sigchld
+    restore_then_signal(monkeypatch)
+    with pytest.raises(WorkerDied):
+        loop_of_three(tmp_path / "rep", None)
+    meta = json.loads((tmp_path / "rep" / "meta.json").read_text())
+    assert meta["partial"] is False and len(read_timeline(tmp_path / "rep")) == 3
+    assert calls == [signal.SIGCHLD]  # raised once, not once more by a replay

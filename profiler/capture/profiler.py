@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from time import perf_counter_ns
 from typing import Any, Literal
@@ -45,7 +45,7 @@ from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, Usag
 from profiler.modes import SPECS, Mode, parse_mode
 from profiler.names import clean
 from profiler.report.claim import release
-from profiler.report.signals import install_sigterm, restore_sigterm
+from profiler.report.signals import install_sigterm, restore_sigterm, retried_until_held
 
 __all__ = ["PinprofWarning", "TransferProfiler"]
 
@@ -318,11 +318,24 @@ class TransferProfiler:
         self._previous_sigterm = install_sigterm()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+    def _write_on_exit(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        early: BaseException | None,
+        on_held: Callable[[], None],
+    ) -> None:
         restore_sigterm(getattr(self, "_previous_sigterm", None))
+        saving.save_on_exit(self, self.out, exc_type, exc, early, on_held)  # type: ignore[arg-type]  # out is set
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         try:
-            if self.out is not None:
-                saving.save_on_exit(self, self.out, exc_type, exc)
+            if self.out is None:
+                restore_sigterm(getattr(self, "_previous_sigterm", None))
+            else:
+                # A handler that raises before the report's signals are held (torch's SIGCHLD, once a
+                # worker died) costs a retry, not the report (retried_until_held).
+                retried_until_held(lambda early, on_held: self._write_on_exit(exc_type, exc, early, on_held))
         finally:
             self.close()
             release(self._lock)

@@ -6,6 +6,7 @@ with signals held (``profiler.report.signals``), and merges the ranks of a distr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,11 +57,17 @@ def save(prof: TransferProfiler, out: str | Path, partial: bool = False, **extra
 
 
 def save_on_exit(
-    prof: TransferProfiler, out: str | Path, exc_type: type[BaseException] | None, exc: BaseException | None
+    prof: TransferProfiler,
+    out: str | Path,
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    early: BaseException | None = None,
+    on_held: Callable[[], None] | None = None,
 ) -> None:
     """The report of a ``with TransferProfiler(out=...)`` block, written with signals held: once a
     DataLoader worker has died, torch's SIGCHLD handler raises again when the others exit, and a
-    second Ctrl-C may come; either, raised inside the write, would leave no report."""
+    second Ctrl-C may come; either, raised inside the write, would leave no report. ``early`` and
+    ``on_held``: as ``write_held`` takes them, from ``retried_until_held``."""
     why = None if exc_type is None else ("SIGTERM" if exc_type is Terminated else exc_type.__name__)
     write_held(
         lambda: prof.save(
@@ -68,6 +75,8 @@ def save_on_exit(
         ),
         replay=exc_type is None,
         late=None if exc is None else note_on(exc),
+        early=early,
+        on_held=on_held,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -101,7 +102,12 @@ def _deliver(signum: int, handler: Any) -> None:
 
 
 def write_held(
-    write: Callable[[], T], replay: bool = True, attempts: int = 3, late: Callable[[BaseException], None] | None = None
+    write: Callable[[], T],
+    replay: bool = True,
+    attempts: int = 3,
+    late: Callable[[BaseException], None] | None = None,
+    early: BaseException | None = None,
+    on_held: Callable[[], None] | None = None,
 ) -> T:
     """``write()`` with signals held, so that a report is complete however the run ends.
 
@@ -113,13 +119,18 @@ def write_held(
     what the handlers (and an early one) raise goes to ``late`` (e.g. to add it as a note to that
     exception: a worker death can first surface as a reset connection), or is dropped without it.
     An error of ``write`` itself is raised at once.
+
+    ``early``: what a handler raised before this call, in a caller's own bytecodes (see
+    ``retried_until_held``), dealt with as one raised here before the hold. ``on_held`` is called
+    once the hold is in place, before ``write``.
     """
-    early: BaseException | None = None
     for attempt in range(attempts):
         hold: SignalsHeld | None = None
         try:
             hold = SignalsHeld()
             with hold:
+                if on_held is not None:
+                    on_held()
                 result = write()
         except BaseException as err:
             if (hold is not None and hold.ready) or attempt + 1 == attempts:
@@ -138,11 +149,36 @@ def write_held(
     raise AssertionError("unreachable")  # the last attempt returns or raises
 
 
+def retried_until_held(step: Callable[[BaseException | None, Callable[[], None]], T], attempts: int = 3) -> T:
+    """``step(early, on_held)``, tried again while what it raised came before its signals were held.
+
+    ``step`` passes both on to ``write_held``. A handler fires at any bytecode once its signal is
+    pending, so the caller's own lines before ``write_held``'s hold are exposed too: torch's SIGCHLD
+    handler raises for a DataLoader worker that died a few milliseconds after the reset connection
+    that surfaced its death, and raised in a ``with`` block's ``__exit__`` it left no report at all
+    (``tests/test_reliability.py``). What it raised goes to ``write_held`` as ``early``. An error
+    raised once the hold was in place (the write's own) is raised at once.
+    """
+    early: BaseException | None = None
+    for attempt in range(attempts):
+        held: list[bool] = []
+        try:
+            return step(early, partial(held.append, True))
+        except BaseException as err:
+            if held or attempt + 1 == attempts:
+                raise
+            early = early or err
+    raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
 def note_on(exc: BaseException) -> Callable[[BaseException], None]:
     """A ``late`` for ``write_held``: what a late handler raised becomes a note on ``exc``, shown
     under its traceback (e.g. "DataLoader worker (pid 7) is killed" under a ConnectionResetError)."""
 
     def add(err: BaseException) -> None:
-        exc.add_note(f"pinprof: then, while the report was written: {type(err).__name__}: {err}")
+        note = f"pinprof: then, while the report was written: {type(err).__name__}: {err}"
+        # once: torch's handler says the same for every SIGCHLD after a death, a subprocess's too
+        if note not in getattr(exc, "__notes__", ()):
+            exc.add_note(note)
 
     return add
