@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ import pytest
 import torch
 
 from profiler import TransferProfiler
+from profiler.bench import script
 from profiler.capture import profiler as profiler_module
+from profiler.capture.auto_session import AutoSession
 from profiler.report import signals as interrupt
 from profiler.report.files import read_timeline
 from profiler.report.signals import write_held
@@ -187,3 +190,31 @@ def test_after_a_clean_loop_a_handler_before_the_hold_is_raised_once_the_report_
     meta = json.loads((tmp_path / "rep" / "meta.json").read_text())
     assert meta["partial"] is False and len(read_timeline(tmp_path / "rep")) == 3
     assert calls == [signal.SIGCHLD]  # raised once, not once more by a replay
+
+
+def test_pinprof_profile_shows_the_programs_error_whole_with_a_handler_firing_meanwhile(
+    tmp_path: Path, raising_sigchld: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The program's error is printed by run_profiled; a SIGCHLD handler raising in that print
+    (torch's, ms after a worker's reset connection) is shown after it, and the run still returns."""
+    prog = tmp_path / "train.py"
+    prog.write_text("raise ConnectionResetError(104, 'Connection reset by peer')\n", encoding="utf-8")
+    real = traceback.print_exception
+    fired: list[int] = []
+
+    def print_with_a_signal(*args: Any, **kwargs: Any) -> None:
+        if not fired:
+            fired.append(1)
+            signal.raise_signal(signal.SIGCHLD)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(traceback, "print_exception", print_with_a_signal)
+    session = AutoSession("cpu")
+    try:
+        code, why, error = script.run_profiled(script.parse_target([str(prog)]), session)
+    finally:
+        session.close()
+    assert fired and (code, why, error) == (1, "ConnectionResetError", "[Errno 104] Connection reset by peer")
+    err = capsys.readouterr().err
+    assert "ConnectionResetError: [Errno 104] Connection reset by peer" in err
+    assert err.count("WorkerDied: DataLoader worker (pid 1) is killed by signal: Killed.") == 1

@@ -39,7 +39,7 @@ from profiler.errors import UsageError
 from profiler.report import files, meta
 from profiler.report.claim import release
 from profiler.report.journal import Journal
-from profiler.report.signals import Terminated, install_sigterm, restore_sigterm
+from profiler.report.signals import Terminated, install_sigterm, restore_sigterm, write_held
 from profiler.settings import current
 
 
@@ -168,13 +168,26 @@ def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None,
     except Terminated:
         return 143, "SIGTERM", None
     except BaseException as err:  # the program's own error: shown as python shows it
-        traceback.print_exc()
-        return 1, type(err).__name__, str(err)[:500]
+        return 1, type(err).__name__, _shown(err)
     finally:
         auto_hooks.stop()
         restore_sigterm(previous)
         if os._exit is ours:
             os._exit = original_exit  # type: ignore[assignment]
+
+
+def _shown(err: BaseException) -> str:
+    """Print the program's error as python does, with signals held; returns its text for meta.json.
+
+    A DataLoader worker's death can surface first as a reset connection, with torch's SIGCHLD
+    handler raising a few ms later at whatever bytecode runs: inside the traceback's printing, its
+    error left ``run_profiled`` and no report was written. What a handler raises meanwhile is
+    printed after it, once."""
+    late: list[BaseException] = []
+    write_held(lambda: traceback.print_exception(err), replay=False, late=late.append)
+    for line in dict.fromkeys(f"{type(e).__name__}: {e}" for e in late):
+        print(f"pinprof: then, while the error was shown: {line}", file=sys.stderr)
+    return str(err)[:500]
 
 
 def default_out(target: Target) -> Path:
