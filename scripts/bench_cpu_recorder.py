@@ -258,11 +258,20 @@ def script_rounds(
     argv = command[1:] if command[:1] == ["--"] else command
     # the script's own path made absolute: each side runs from its own checkout
     argv = [os.path.abspath(a) if a.endswith(".py") and os.path.exists(a) else a for a in argv]
+    from profiler.bench import baseline
+
+    def cwd_of(name: str) -> str:
+        return here if name == "HEAD" else os.path.abspath(str(base))
+
+    for name, env in sides:  # each side's python -m profiler imports its own checkout's package, or none runs
+        asked = [sys.executable, "-c", "import profiler; print('package', profiler.__file__)"]
+        line = subprocess.run(asked, env=env, cwd=cwd_of(name), capture_output=True, text=True, check=True).stdout
+        baseline.check_package(line, cwd_of(name), name)
     got: dict[str, list[tuple[float, float]]] = {}
     for r in range(rounds):
         for name, env in sides if r % 2 == 0 else sides[::-1]:
             out = os.path.join(tempfile.mkdtemp(prefix="pinprof-bench-"), "report")
-            cwd = here if name == "HEAD" else os.path.abspath(str(base))
+            cwd = cwd_of(name)
             cmd = [sys.executable, "-m", "profiler", "profile", "--out", out, "--no-plots", "--", *argv]
             done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
             if done.returncode != 0:
