@@ -96,9 +96,30 @@ def test_exposed_transfer_on_a_blocking_pinned_copy() -> None:
 
 def test_cpu_only_run_says_no_gpu_phases(tmp_path: Path) -> None:
     tl = synthetic(fetch=1.0, pin=np.nan, batch=3.0, cpu_work=1.0, compute=np.nan, wait=np.nan, h2d=np.nan)
+    tl["device"] = "cpu"
     d = diagnose(tl)[0]
     (no_gpu,) = [f for f in d.findings if f.verdict == Verdict.NO_GPU]
     assert no_gpu.evidence.startswith("no GPU phases measured; loader/pin figures are")
+    assert Verdict.NO_COPY not in [f.verdict for f in d.findings]
+
+
+def test_a_gpu_run_that_copied_nothing_is_not_told_to_use_a_gpu() -> None:
+    """A recorded H200 scenario with its copies taken out, as a loop whose batches are made on the GPU
+    records them: no copy to the GPU, said with the device, and not "run on a CUDA machine"."""
+    tl = synthetic(fetch=0.2, batch=3.0, cpu_work=0.5, compute=2.0)
+    for col in [
+        c for c in tl.columns if c.startswith(("h2d", "dma", "wait", "overlap", "gpu_idle", "layout", "stage"))
+    ]:
+        tl[col] = np.nan
+    tl["bytes"], tl["copies"] = 0, 0
+    assert str(tl.device.iloc[0]).startswith("cuda")
+    d = diagnose(tl)[0]
+    found = {f.verdict: f for f in d.findings}
+    assert Verdict.NO_GPU not in found and Verdict.TOO_SMALL not in found
+    ev = found[Verdict.NO_COPY].evidence
+    assert ev.startswith(f"the run was on {tl.device.iloc[0]}, and no tensor of a batch was copied to it")
+    assert "CUDA machine" not in ev and "compute 2.000 ms" in ev
+    assert Verdict.NO_COPY.label == "no copy to the GPU"
 
 
 def test_too_few_batches_gives_no_verdict() -> None:

@@ -58,3 +58,32 @@ def test_auto_copies_agree_with_cupti_batch_by_batch() -> None:
 
     verdicts = [f.verdict.name for s in diagnose(tl) for f in s.findings]
     assert "GPU_IDLE" in verdicts, verdicts
+
+
+def test_a_loop_whose_batches_are_made_on_the_gpu_is_told_it_copies_nothing() -> None:
+    """Batches made on the device (no .to(), .cuda() or copy_() of a batch): every row has its step's
+    GPU time and no copy, and the diagnosis says no copy to the GPU, not "run on a CUDA machine"."""
+    from profiler.analysis.diagnose import diagnose
+    from profiler.analysis.findings import Verdict
+
+    n, bs = 24, 64
+    loader = DataLoader(TensorDataset(torch.arange(n * bs)), batch_size=bs)
+    w = torch.randn(1024, 1024, device="cuda") / 32
+    session = AutoSession("cuda", nvtx=False)
+    auto_hooks.start(session)
+    try:
+        for (i,) in loader:
+            x = torch.randn(bs, 1024, device="cuda") + float(i[0])  # made on the GPU: nothing to copy
+            for _ in range(8):
+                x = torch.tanh(x @ w)
+            x.sum().item()
+    finally:
+        auto_hooks.stop()
+    tl = session.close()
+    assert len(tl) == n and (tl.copies == 0).all() and tl.h2d_ms.isna().all()
+    assert tl.compute_ms.notna().all() and (tl.compute_ms > 0).all()
+    (d,) = diagnose(tl)
+    found = {f.verdict: f for f in d.findings}
+    print(f"no-copy loop: compute_ms median {tl.compute_ms.median():.4f}; verdicts {[v.value for v in found]}")
+    assert Verdict.NO_COPY in found and Verdict.NO_GPU not in found
+    assert found[Verdict.NO_COPY].evidence.startswith("the run was on cuda")

@@ -10,6 +10,7 @@ from typing import Any
 class Verdict(str, Enum):
     NO_DATA = "no_data"
     NO_GPU = "no_gpu"
+    NO_COPY = "no_copy"
     LOADER_BOUND = "loader_bound"
     PIN_THREAD_BOUND = "pin_thread_bound"
     HIDDEN_STAGING = "hidden_staging"
@@ -30,6 +31,7 @@ class Verdict(str, Enum):
 
 
 LABELS = {
+    Verdict.NO_COPY: "no copy to the GPU",
     Verdict.HOST_BLOCKED: "exposed transfer (host blocked)",
     Verdict.GPU_IDLE: "exposed transfer (GPU idle)",
     Verdict.GC_PAUSES: "garbage-collection pauses",

@@ -13,7 +13,15 @@ import pandas as pd
 
 from profiler.analysis.findings import Finding, Verdict
 from profiler.analysis.rules.base import Case, Rule
-from profiler.analysis.rules.pace import COMPUTE_BOUND, CPU_WORK_BOUND, GC_PAUSES, HOST_BOUND, LOADER_BOUND, NO_GPU
+from profiler.analysis.rules.pace import (
+    COMPUTE_BOUND,
+    CPU_WORK_BOUND,
+    GC_PAUSES,
+    HOST_BOUND,
+    LOADER_BOUND,
+    NO_COPY,
+    NO_GPU,
+)
 from profiler.analysis.rules.pin import PIN_THREAD_BOUND
 from profiler.analysis.rules.transfer import (
     GPU_IDLE,
@@ -29,6 +37,7 @@ MIN_BATCHES = 3
 
 RULES: tuple[Rule, ...] = (
     NO_GPU,
+    NO_COPY,
     PIN_THREAD_BOUND,
     LOADER_BOUND,  # after the pin thread's: more workers cannot help a pin-bound loop
     CPU_WORK_BOUND,

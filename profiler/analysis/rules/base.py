@@ -61,7 +61,8 @@ class Case:
         self.gc = spent(m, "gc") if "gc" in m else 0.0
         self.gc_fetch = spent(m, "gc_fetch") if "gc_fetch" in m else 0.0  # part of fetch too
         self.gc_frozen = _int(cfg, "gc_frozen") or 0
-        self.gpu = not np.isnan(m["h2d"])
+        self.gpu = not np.isnan(m["h2d"])  # a copy was timed on the GPU
+        self.on_gpu = case_text(cfg, "device").startswith("cuda")  # the run's device is a GPU
         self.mode = str(cfg["mode"])
         self.pin_memory = bool(_flag(cfg, "pin_memory"))
         self.non_blocking = bool(_flag(cfg, "non_blocking"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiler.analysis.findings import Change, Verdict
-from profiler.analysis.rules.base import TOO_SMALL_SHARE, Case, Rule, fired, fmt, share
+from profiler.analysis.rules.base import TOO_SMALL_SHARE, Case, Rule, case_text, fired, fmt, share
 
 # A loader wait of this share of the batch is worth a finding: TensorBoard's input-pipeline analyzer
 # calls a step "moderately input-bound" from 5% of its time waiting for input (xprof,
@@ -26,7 +26,22 @@ def _no_gpu_evidence(c: Case) -> str:
     )
 
 
-NO_GPU = Rule(Verdict.NO_GPU, "no copy was timed on a GPU", lambda c: not c.gpu, _no_gpu_evidence)
+NO_GPU = Rule(Verdict.NO_GPU, "no copy was timed on a GPU", lambda c: not c.gpu and not c.on_gpu, _no_gpu_evidence)
+
+
+def _no_copy_evidence(c: Case) -> str:
+    m = c.m
+    return (
+        f"the run was on {case_text(c.cfg, 'device')}, and no tensor of a batch was copied to it by .to(), .cuda() "
+        "or copy_(): batches made on the GPU have nothing to transfer, and a copy made another way "
+        "(torch.as_tensor(x, device=...), torch.tensor(x, device=...)) is not seen. Measured per "
+        f"{fmt(c.batch)} batch: fetch {fmt(m['fetch'])}, pin {fmt(m['pin'])}, CPU work {fmt(m['cpu_work'])}, "
+        f"compute {fmt(m['compute'])}."
+    )
+
+
+# A GPU run whose loop copied nothing: "run on a CUDA machine" would be wrong advice there.
+NO_COPY = Rule(Verdict.NO_COPY, "no batch was copied to the GPU", lambda c: not c.gpu and c.on_gpu, _no_copy_evidence)
 
 
 def _loader_remedies(c: Case) -> list[Change]:

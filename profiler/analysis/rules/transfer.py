@@ -214,6 +214,6 @@ TOO_SMALL = Rule(
     f"the exposed transfer is under {TOO_SMALL_SHARE:.0%} of the batch, or the best transfer change saves "
     f"under {EPOCH_NOISE_SHARE:.0%}",
     # last among the transfer rules: it weighs their findings
-    lambda c: _too_small(c) and not fired(c, Verdict.NO_GPU),
+    lambda c: _too_small(c) and not (fired(c, Verdict.NO_GPU) or fired(c, Verdict.NO_COPY)),
     _too_small_evidence,
 )
