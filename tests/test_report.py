@@ -280,3 +280,14 @@ def test_the_committed_compare_is_what_pinprof_compare_prints(capsys: pytest.Cap
     folders = ROOT / "reports" / "h200-compare-workers"
     assert main(["compare", str(folders / "w0"), str(folders / "w4")]) == 0
     assert capsys.readouterr().out.strip() == (folders / "compare.txt").read_text().strip()
+
+
+def test_summary_md_names_the_folder_and_the_command_that_made_it(tmp_path: Path) -> None:
+    """A pinprof profile report's summary.md had the title "pinprof run <folder>", read as the command."""
+    run = tmp_path / "rep"
+    shutil.copytree(DATA / "cpu_compare" / "w0", run)
+    info = json.loads((run / "meta.json").read_text("utf-8"))
+    info["command"] = "pinprof profile -- python train.py --lr `1e-3`\n--epochs 2"
+    report.write_report(run, read_timeline(run), info, {}, lambda s: None, plots=False)
+    head = (run / "summary.md").read_text("utf-8").splitlines()[:3]
+    assert head == ["# pinprof report rep", "", "`pinprof profile -- python train.py --lr '1e-3' --epochs 2`"]

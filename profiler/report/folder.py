@@ -75,7 +75,15 @@ def write_report(
     md_table = summary_table(a.summary) if len(a.summary) else "No batch was measured.\n"
     partial = partial_label(info)
     clock = f"\n{md(a.clock)}\n" if a.clock else ""
-    files.write_text_atomic(out / "summary.md", f"# pinprof run {md(clean(out.name))}{partial}\n\n{md_table}{clock}")
+    # The folder's name, then the command that made it: "pinprof run" was read as the command's name
+    # on a pinprof profile report.
+    command = info.get("command")
+    made_by = ""
+    if isinstance(command, str) and command:
+        made_by = "`" + md(" ".join(command.split()).replace("`", "'")) + "`\n\n"  # one line, one code span
+    files.write_text_atomic(
+        out / "summary.md", f"# pinprof report {md(clean(out.name))}{partial}\n\n{made_by}{md_table}{clock}"
+    )
     echo(table(a.summary) if len(a.summary) else "No batch was measured.")
     if len(tl):
         write_diagnosis(out, a, text, info)
