@@ -198,3 +198,12 @@ def test_a_layout_copy_on_the_main_thread_is_named_with_its_remedy() -> None:
         synthetic(fetch=0.1, pin=1.0, batch=10.0, cpu_work=2.0, compute=2.0, wait=0.0, h2d=0.3, layout=0.05)
     )
     assert Verdict.LAYOUT_COPY not in [f.verdict for f in quiet[0].findings]  # 0.5% of the batch: not a finding
+
+
+def test_on_a_cpu_run_what_sets_the_pace_is_the_verdict_and_no_gpu_comes_after() -> None:
+    """A CPU-only run whose host-timed compute is the batch: compute bound first, then no GPU."""
+    tl = synthetic(fetch=0.5, pin=np.nan, batch=100.0, cpu_work=np.nan, compute=99.0, wait=np.nan, h2d=np.nan)
+    tl["device"] = "cpu"
+    d = diagnose(tl)[0]
+    assert [f.verdict for f in d.findings] == [Verdict.COMPUTE_BOUND, Verdict.NO_GPU]
+    assert d.verdict == Verdict.COMPUTE_BOUND

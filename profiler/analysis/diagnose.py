@@ -49,6 +49,11 @@ COUNTS = ("pin_faults", "pin_allocs")
 # On the H200 a pin-bound loop had a median fetch of 0.22 ms and a mean of 12 ms
 # (tests/data/h200_pin_bound): the median said the loader never made the loop wait.
 
+# Findings that say only what could not be judged (no GPU, no copy): among findings of equal gain they
+# come after one that says what sets the pace, which a CPU-only run's verdict line showed as "no gpu"
+# under a headline that named the compute.
+UNJUDGED = (Verdict.NO_GPU, Verdict.NO_COPY)
+
 
 def _stat(g: pd.DataFrame, col: str, how: str = "median") -> float:
     """``how`` ("median" or "mean") of a column over the batches that measured it; NaN if none did."""
@@ -118,7 +123,7 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
         else:
             case = Case(m, cfg, cores)
             findings, head = run_rules(case), headline(case)
-        findings.sort(key=lambda f: (-f.gain_ms, list(Verdict).index(f.verdict)))
+        findings.sort(key=lambda f: (-f.gain_ms, f.verdict in UNJUDGED, list(Verdict).index(f.verdict)))
         loop, framework = case_text(cfg, "loop"), case_text(cfg, "framework")
         out.append(Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings, head, medians, loop, framework))
     return out
