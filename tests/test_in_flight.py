@@ -230,6 +230,20 @@ def test_copies_go_to_the_batch_they_read(order: str) -> None:
     assert summary["pattern"] == ("plain" if order == "plain" else "fetch-ahead")
 
 
+def test_an_evaluation_loop_that_copies_after_fetching_ahead_gets_no_negative_time() -> None:
+    """No optimizer step, and batch n copied after batch n+1's fetch (Lightning's fetcher on a dataset
+    of no length, in its validation loop): batch n's row ended at that fetch, before its copies, and
+    every row's compute_ms was negative, a timeline pinprof's own reader refuses. Its row ends at the
+    next() after its use: each row holds its own copies, and starts where the one before ended."""
+    tl, seen = _loop("ahead", steps=False)
+    assert len(tl) == 6 and (tl.copies == 2).all()
+    assert (tl.compute_ms >= 0).all() and (tl.compute_ms <= tl.batch_ms).all(), list(tl.compute_ms)
+    assert (tl.batch_start_ms.iloc[1:].to_numpy() == tl.batch_end_ms.iloc[:-1].to_numpy()).all()
+    assert (tl.h2d_call_ms > 0).all()
+    (summary,) = seen.values()
+    assert summary["row_boundary"] == "next()"
+
+
 def test_a_loop_with_no_optimizer_keeps_next_as_its_boundary() -> None:
     """Validation or inference: no step hook fires, rows close at the next() after their batch's,
     each holding one batch's copies, and each ends where the next batch's fetch starts."""

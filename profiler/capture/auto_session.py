@@ -332,7 +332,14 @@ class AutoSession:
             if rec.get("_stepped"):
                 self._close(prof, rec, now, BY_NEXT)
             elif "_tent" in rec:
-                self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
+                end = rec["_tent"].host_ms
+                if rec["call_e"] > end:
+                    # Copied after the next() that gave it that end: still in use then, so its row ends
+                    # now. An evaluation loop over a loader that fetches ahead (Accelerate's) copies
+                    # batch n after fetching n+1; closed at that fetch, every row's compute_ms was negative.
+                    self._close(prof, rec, now, BY_NEXT)
+                else:
+                    self._close(prof, rec, end, BY_NEXT, at_tent=True)
             else:
                 rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
