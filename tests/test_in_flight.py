@@ -96,6 +96,32 @@ def test_a_lightning_fetcher_one_batch_ahead_gets_a_row_per_batch(tmp_path: Path
     assert seen["fetched_unused"] == 1
 
 
+def test_a_lightning_sanity_check_batch_left_in_flight_does_not_shift_the_training_rows(tmp_path: Path) -> None:
+    """Lightning's default sanity check runs two validation batches and leaves its loader without a
+    StopIteration: its second batch was still in flight at the first optimizer step, and each training
+    row then held the next batch's step, as a device prefetcher's would (a held-out Lightning loop
+    with a validation loader, on the CPU machine). The training rows are their own batches', and the
+    loop is read as plain."""
+    pytest.importorskip("lightning")
+    out = tmp_path / "r"
+    run = profile(out, str(SCRIPTS / "lightning_fit.py"), "--steps", "8", "--val", "--unit-ms", str(UNIT_MS))
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    train = tl[tl.scenario == "TensorDataset/bs8/w0"].reset_index(drop=True)
+    # The last row also counts the values Lightning logged moved .to("cpu") at the fit's end, after
+    # its step: copies on a CPU device (on a GPU, device-to-host and not counted), which leave the
+    # step's time its own.
+    assert list(train.batch) == list(range(8)) and list(train.copies[:7]) == [2] * 7 and train.copies[7] >= 2
+    assert_own_steps(train, 8)
+    gaps = train.batch_start_ms.iloc[1:].to_numpy() - train.batch_end_ms.iloc[:-1].to_numpy()
+    assert ((gaps >= 0) & (gaps < 1.0)).all(), gaps  # each row starts where the one before ended
+    assert (train.compute_ms <= train.batch_ms).all() and (tl.compute_ms >= 0).all()
+    seen = json.loads((out / "meta.json").read_text())["loaders"]
+    assert seen["TensorDataset/bs8/w0"]["pattern"] == "plain", seen
+    assert len(tl[tl.scenario == "TensorDataset/bs16/w0"]) == 2  # the sanity check's two batches
+    assert "the loop fetches" not in run.stderr
+
+
 def test_the_lightning_callback_gets_the_same_rows(tmp_path: Path) -> None:
     """``PinprofCallback`` in the script instead of ``pinprof profile``: the same hooks, the same rows."""
     pytest.importorskip("lightning")

@@ -262,18 +262,21 @@ class AutoSession:
         fetch_end(prof, rec)
         arrived(rec, batch)
         rec["batch_s"] = rec["fetch_s"]
+        # Another batch may come into flight before this one's copies: a copy is then of either, or of
+        # neither (a scalar the step logs), so this one's tensors are read, for a loader's first LOOKS
+        # batches, and for good once a copy was found of an older batch. Read only once a second batch
+        # was in flight, the first batch of a run took every copy of no batch as its own (Lightning's
+        # logged values, made after its sanity check's second batch, counted as the first's copies).
+        # A loop's order is its code's, the same every batch; the walk and the lookups cost a loop
+        # with no optimizer step (two batches in flight at every copy) 35 us a batch on the 2-core
+        # machine (scripts/bench_cpu_recorder.py: 109.0 against 74.3 us before them); read for 64
+        # batches, 84.4 against 76.7 us.
+        key = id(prof)
+        walked = self._walked.get(key, 0)
+        if walked < LOOKS or key in self._older:
+            self._walked[key] = walked + 1
+            rec["_ptrs"] = storages(batch)
         if self.flight:
-            # Another batch is in flight: a copy may be of either, so this one's tensors are read, for
-            # a loader's first LOOKS batches, and for good once a copy was found of an older batch. A
-            # loop's order is its code's, the same every batch; the walk and the lookups cost a loop
-            # with no optimizer step (two batches in flight at every copy) 35 us a batch on the
-            # 2-core machine (scripts/bench_cpu_recorder.py: 109.0 against 74.3 us before them);
-            # read for 64 batches, 84.4 against 76.7 us.
-            key = id(prof)
-            walked = self._walked.get(key, 0)
-            if walked < LOOKS or key in self._older:
-                self._walked[key] = walked + 1
-                rec["_ptrs"] = storages(batch)
             # The stream the loop's step runs on: where a batch's step start is marked, even from a
             # copy made on a prefetcher's side stream (marked there, it fired before the step before
             # had run: timm's loop read 1.5 times its kernels' time on the H200).
@@ -392,12 +395,25 @@ class AutoSession:
             return
         now = now_ms()
         newest_prof, newest = self.flight[-1]
+        ahead = False  # a batch of the newest's loader came before it: that loader fetches ahead
         for prof, rec in self.flight[:-1]:
             if prof is newest_prof:
-                ahead = DEVICE_PREFETCH if newest["copies"] > 0 else FETCH_AHEAD
-                self.patterns.saw(str(prof.scenario), ahead)
+                ahead = True
+                self.patterns.saw(str(prof.scenario), DEVICE_PREFETCH if newest["copies"] > 0 else FETCH_AHEAD)
+            elif "_tent" in rec and not rec["call_e"] > rec["_tent"].host_ms:
+                # Another loader's batch, copied (if at all) before the next() that came after it, and
+                # left: Lightning's sanity check leaves its second validation batch in flight, with no
+                # StopIteration. Its row ends at that next(), not with this step, which is not its.
+                self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
+                continue
             self._close(prof, rec, now, BY_STEP)
         self.flight = [self.flight[-1]]
+        if not ahead and self._fetched_since_step:
+            # The others were other loaders' batches: the newest, its loader's only batch, was this
+            # step's, as when it is alone. Left for the next step, every training row of a Lightning
+            # fit with a validation loader held the next batch's step.
+            newest["_stepped"] = True
+            return
         self._fetched_since_step = False
         # The newest batch's step starts now: copies it had already (a device prefetcher) ran under the
         # step just closed; copies it makes later move the start on, as in any batch.
@@ -559,20 +575,26 @@ class AutoSession:
         rec["copies"] += 1
         account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
         rec["copy_sync"] = rec["copy_sync"] or not (pinned and non_blocking)
+        # A copy after the batch's step (a metric's, a logger's: Lightning's logged values at the end
+        # of a fit) is counted, but the step's start and its ask for the data stay where they were:
+        # moved to it, the last training row of a Lightning fit read 2.0 ms of compute for 160.
+        before_step = "_stepped" not in rec
         if stream is not None:
             # No compute() context says when the step needs the data: the script's next GPU op may
             # use it as soon as the call returns, so that is when it is asked for (the wait of an
             # asynchronous copy runs from the last copy's return to its end). Without it, the wait
             # fell back to the batch's end and read 0 on a loop whose GPU idled 2.8 ms per step
             # for its copy (resnet50 on the H200).
-            rec["request"] = call_e
             rec.setdefault("_h2d", []).append((start, end, True))
-            record(rec["_comp_start"], stream)  # compute starts when the batch's last copy has ended
+            if before_step:
+                rec["request"] = call_e
+                record(rec["_comp_start"], stream)  # compute starts when the batch's last copy has ended
         elif "_calls" in rec:
-            rec["request"] = call_e  # as above: the step may use the data once the call returns
+            if before_step:
+                rec["request"] = call_e  # as above: the step may use the data once the call returns
             expect = (nbytes,) if alt_bytes in (None, nbytes) else (nbytes, alt_bytes)
             rec["_calls"].append((round(call_s * 1e6), round(call_e * 1e6), (expect,) if nbytes else ()))
-        else:
+        elif before_step:
             rec["comp_s"] = call_e  # host clock: the step starts when the batch's last copy has returned
         note_memory(rec, "pinned" if pinned else "pageable", None)
         if prof.mode == "auto":

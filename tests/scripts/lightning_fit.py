@@ -1,9 +1,12 @@
 """A tiny Lightning ``Trainer.fit`` (tests/test_profile.py). Nothing of pinprof in it.
 
-python tests/scripts/lightning_fit.py [--steps 6] [--batch-size 8] [--iterable] [--unit-ms 0]
+python tests/scripts/lightning_fit.py [--steps 6] [--batch-size 8] [--iterable] [--unit-ms 0] [--val]
 
 With ``--unit-ms U``, batch b's images carry k = b % 4 + 1 in their first value, and its training
 step sleeps k x U ms: a step whose time is its own batch's (tests/test_in_flight.py).
+
+With ``--val``, a validation loader (batches of 16) and Lightning's default sanity check: two
+validation batches before the first training batch, the second left in flight (no ``StopIteration``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ class Tiny(L.LightningModule):
             loss = loss + y2[0, 0] * 0
         return loss
 
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", nn.functional.cross_entropy(self.net(x), y))
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
@@ -63,6 +70,7 @@ def main() -> None:
     p.add_argument("--callback-out", default=None)
     p.add_argument("--iterable", action="store_true", help="the same samples from a dataset of no length")
     p.add_argument("--unit-ms", type=float, default=0.0, help="step of batch b sleeps (b %% 4 + 1) x this")
+    p.add_argument("--val", action="store_true", help="a validation loader, with the default sanity check")
     p.add_argument("--matmuls", type=int, default=0, help="step of batch b runs (b %% 4 + 1) x this matmuls")
     args = p.parse_args()
     callbacks: list[Any] = []
@@ -82,10 +90,11 @@ def main() -> None:
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        num_sanity_val_steps=0,
+        num_sanity_val_steps=2 if args.val else 0,
         callbacks=callbacks,
     )
-    trainer.fit(Tiny(args.raise_at, args.unit_ms, args.matmuls), loader)
+    val = DataLoader(TensorDataset(images[:64], data.tensors[1][:64]), batch_size=16) if args.val else None
+    trainer.fit(Tiny(args.raise_at, args.unit_ms, args.matmuls), loader, val)
     print(f"fit {trainer.global_step} steps")
 
 
