@@ -4,7 +4,7 @@ k x M matmuls of 2048 x 2048 (k = b % 4 + 1, read from batch b), against CUPTI's
 
 The scripts are the test scripts (``tests/scripts/ahead_loops.py``: plain, Accelerate blocking and
 ``non_blocking``, timm's ``PrefetchLoader``, a hand-written prefetcher; ``tests/scripts/lightning_fit.py
---iterable``), run unmodified under ``pinprof profile``. One unit's kernel time comes from
+--iterable`` and ``--val``), run unmodified under ``pinprof profile``. One unit's kernel time comes from
 torch.profiler's CUPTI records of the same matmuls in this process (median of 20 units, after a
 warm-up). Per loop it prints, over the rows after the first four: the median and the worst of
 compute_ms / (k x unit), the same against the neighbour's k (a row holding the step before its own),
@@ -35,6 +35,8 @@ LOOPS = {
     "timm": ["tests/scripts/ahead_loops.py", "--loop", "timm"],
     "prefetcher": ["tests/scripts/ahead_loops.py", "--loop", "prefetcher", "--non-blocking"],
     "lightning-iterable": ["tests/scripts/lightning_fit.py", "--iterable"],
+    # a validation loader and Lightning's default sanity check: its second batch is left in flight
+    "lightning-val": ["tests/scripts/lightning_fit.py", "--val"],
 }
 
 
