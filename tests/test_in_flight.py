@@ -78,6 +78,19 @@ def test_each_row_holds_its_own_batch_and_step(tmp_path: Path, loop: str, patter
         assert (tl.fetch_start_ms.iloc[1:] < tl.batch_start_ms.iloc[1:]).all()
 
 
+def test_a_plain_evaluation_loop_gets_each_batchs_own_forward(tmp_path: Path) -> None:
+    """No optimizer step, fetch, copy and forward in order: rows end at the next() after each forward.
+    (An evaluation loop over a loader that fetches ahead does not, yet: the README says how far.)"""
+    out = tmp_path / "r"
+    run = profile(out, str(SCRIPTS / "ahead_loops.py"), "--loop", "plain", "--eval", "--unit-ms", str(UNIT_MS))
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert len(tl) == 8 and (tl.copies == 2).all()
+    assert_own_steps(tl, 8)
+    (seen,) = json.loads((out / "meta.json").read_text())["loaders"].values()
+    assert (seen["pattern"], seen["row_boundary"]) == ("plain", "next()")
+
+
 def test_a_lightning_fetcher_one_batch_ahead_gets_a_row_per_batch(tmp_path: Path) -> None:
     """On a dataset of no length Lightning fetches batch n+1 before it copies batch n; each row still
     holds one batch's fetch, copies and step. The batch fetched ahead of the last step is never

@@ -2,7 +2,7 @@
 and on a GPU through scripts/gpu_check.sh). Nothing of pinprof in it.
 
     python tests/scripts/ahead_loops.py --loop accelerate|fetch-ahead|prefetcher|plain|timm
-        [--batches 8] [--batch-size 4] [--unit-ms 15] [--matmuls 0] [--non-blocking] [--workers 0]
+        [--batches 8] [--batch-size 4] [--unit-ms 15] [--matmuls 0] [--non-blocking] [--workers 0] [--eval]
 
 Batch b carries k = b % 4 + 1 in every sample (``k``), so a step can read it: it sleeps k x
 ``--unit-ms`` on the host, or with ``--matmuls M`` runs k x M matmuls of 2048 x 2048 on the device
@@ -15,6 +15,9 @@ Batch b carries k = b % 4 + 1 in every sample (``k``), so a step can read it: it
 - ``prefetcher``: a device prefetcher (batch n+1 fetched and copied, on a side stream on CUDA, before
   step n), as people write for CUDA;
 - ``timm``: timm's ``PrefetchLoader`` on a CUDA device (its default in timm's train.py).
+
+With ``--eval`` each loop evaluates instead: the step is the forward under ``torch.no_grad()``, with
+no backward and no optimizer step (rows then end at a ``next()``).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ def main() -> None:
     p.add_argument("--matmuls", type=int, default=0, help="matmuls of 2048x2048 per unit of k, on the device")
     p.add_argument("--non-blocking", action="store_true")
     p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--eval", action="store_true", help="the forward alone: no backward, no optimizer step")
     args = p.parse_args()
     unit_ms = args.unit_ms if args.unit_ms is not None else (0.0 if args.matmuls else 15.0)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -89,6 +93,10 @@ def main() -> None:
         return loss
 
     def step(batch: dict[str, torch.Tensor]) -> None:
+        if args.eval:
+            with torch.no_grad():
+                work(int(batch["k"][0]), batch["x"]).item()
+            return
         loss = work(int(batch["k"][0]), batch["x"])
         loss.backward()
         opt.step()
@@ -112,10 +120,13 @@ def main() -> None:
         )
         model, opt, loader = acc.prepare(model, opt, loader)
         for batch in loader:
-            loss = work(int(batch["k"][0]), batch["x"])
-            acc.backward(loss)
-            opt.step()
-            opt.zero_grad()
+            if args.eval:
+                step(batch)
+            else:
+                loss = work(int(batch["k"][0]), batch["x"])
+                acc.backward(loss)
+                opt.step()
+                opt.zero_grad()
             steps += 1
     elif args.loop == "fetch-ahead":
         it = iter(loader)
@@ -135,10 +146,13 @@ def main() -> None:
 
         pairs: Any = DataLoader(Pairs(items), batch_size=args.batch_size, num_workers=args.workers, pin_memory=pin)
         for x, k in PrefetchLoader(pairs, mean=(0.0,), std=(1.0,), channels=1, device=dev):
-            loss = work(int(k[0]), x.view(x.shape[0], FEATURES))
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
+            if args.eval:
+                step({"x": x.view(x.shape[0], FEATURES), "k": k})
+            else:
+                loss = work(int(k[0]), x.view(x.shape[0], FEATURES))
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
             steps += 1
     if dev.type == "cuda":
         torch.cuda.synchronize()
