@@ -79,6 +79,25 @@ class Headline:
     text: str
 
 
+# Frameworks whose loaders fetch batch n+1 before they hand out batch n: Accelerate's prepared loader
+# (it copies n, fetches n+1, yields n) and timm's PrefetchLoader (it fetches and copies n+1, yields n).
+AHEAD_FRAMEWORKS = ("accelerate", "timm")
+
+
+def ahead_without_steps(loop: str, framework: str) -> str:
+    """The caveat for rows that are not their batch's own: a loader that fetches ahead, with no
+    optimizer step to say where a batch's step ends (an evaluation loop), read as a plain loop. The
+    next batch's fetch comes before the step, and the row ends there (``tests/scripts/ahead_loops.py
+    --eval``: Accelerate's rows read compute_ms 0, timm's the batch before's). "" otherwise."""
+    if loop not in ("", "plain") or framework not in AHEAD_FRAMEWORKS:
+        return ""
+    return (
+        f"the loader ({framework}) fetches each batch before it hands out the one before, and no optimizer "
+        "step says where a batch's step ends: each row ends at the next batch's fetch, before its own step, "
+        "so a row's compute_ms is not its batch's (it reads 0, or the batch before's)"
+    )
+
+
 @dataclass
 class Diagnosis:
     """One scenario's diagnosis. ``means``: what the rules read (ms per batch, means over the steady
@@ -97,7 +116,11 @@ class Diagnosis:
 
     @property
     def loop_line(self) -> str:
-        """One sentence on the loop pattern, for a loop that fetches ahead ("" otherwise)."""
+        """One sentence on the loop pattern, for a loop that fetches ahead, or rows that are not their
+        batch's own ("" otherwise)."""
+        caveat = ahead_without_steps(self.loop, self.framework)
+        if caveat:
+            return caveat
         if self.loop not in ("fetch-ahead", "device-prefetch"):
             return ""
         by = f" ({self.framework})" if self.framework else ""
