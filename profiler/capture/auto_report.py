@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profiler.analysis.findings import ahead_without_steps
 from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.devices import rank_info
@@ -68,12 +67,6 @@ def write_session_report(
         from profiler.capture import backend
 
         backend.say(echo)
-    for prof in session.profs.values():
-        caveat = ahead_without_steps(
-            session.patterns.pattern(str(prof.scenario)), str(prof._config.get("framework") or "")
-        )
-        if caveat:
-            echo(f"pinprof: {prof.scenario}: {caveat}")
     for scenario, seen in session.patterns.summary().items():
         if seen["pattern"] != "plain":
             echo(

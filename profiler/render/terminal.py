@@ -12,6 +12,7 @@ import textwrap
 
 import pandas as pd
 
+from profiler.analysis.findings import ahead_without_steps
 from profiler.analysis.reading import Analysis
 from profiler.render.markdown import cell_text, headings
 
@@ -50,6 +51,9 @@ def brief(analysis: Analysis, width: int = WIDTH) -> str:
         lines.append(f"{d.scenario}: {d.batches} steady batches" + (f" ({out} start-up left out)" if out else ""))
         if d.headline.text:
             lines.extend(wrap.wrap(f"  {d.headline.text}"))
+        caveat = ahead_without_steps(d.loop, d.framework)  # rows not their batch's own: said before any figure is read
+        if caveat:
+            lines.extend(wrap.wrap(f"  rows: {caveat}"))
         own, batch = d.means.get("pinprof", float("nan")), d.means.get("batch", float("nan"))
         if own == own and batch == batch and batch > 0:  # measured: say what pinprof itself cost
             lines.append(f"  pinprof's own time: {own:.3f} ms a batch on the loop's thread ({100 * own / batch:.1f}%)")
