@@ -338,8 +338,8 @@ class AutoSession:
                 end = rec["_tent"].host_ms
                 if rec["call_e"] > end:
                     # Copied after the next() that gave it that end: still in use then, so its row ends
-                    # now. An evaluation loop over a loader that fetches ahead (Accelerate's) copies
-                    # batch n after fetching n+1; closed at that fetch, every row's compute_ms was negative.
+                    # now. An evaluation loop that copies batch n after fetching n+1 (Lightning's fetcher
+                    # on a dataset of no length) closed n at that fetch: every compute_ms was negative.
                     self._close(prof, rec, now, BY_NEXT)
                 else:
                     self._close(prof, rec, end, BY_NEXT, at_tent=True)
@@ -536,8 +536,9 @@ class AutoSession:
             out = prof._copy_into(rec, src)
         finally:
             self.cur = cur
-        rec["request"] = now_ms()  # the script's next op may use the data: see copy_end
-        record(rec["_comp_start"], current_stream(prof._index))  # compute starts after the batch's last copy
+        if "_stepped" not in rec:  # a copy after the batch's step leaves the step's start alone: see copy_end
+            rec["request"] = now_ms()  # the script's next op may use the data: see copy_end
+            record(rec["_comp_start"], current_stream(prof._index))  # compute starts after the batch's last copy
         return out  # type: ignore[no-any-return]
 
     def copy_begin(self) -> tuple[Any, Any, Any, float]:
