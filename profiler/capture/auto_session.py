@@ -141,6 +141,12 @@ def _step_by_host(rec: dict[str, Any], end: float, bump: Mark | None) -> None:
     rec["comp_sum"] = rec["comp_e"] - rec["comp_s"]
 
 
+def _used_after_tent(rec: dict[str, Any]) -> bool:
+    """Whether the batch was copied after the ``next()`` that gave it its tentative end (``_tent``):
+    it was still in use then, and that ``next()`` is not where its row ends."""
+    return bool(rec["call_e"] > rec["_tent"].host_ms)
+
+
 class AutoSession:
     """The recorders of one profiled program (see the module docstring)."""
 
@@ -335,14 +341,13 @@ class AutoSession:
             if rec.get("_stepped"):
                 self._close(prof, rec, now, BY_NEXT)
             elif "_tent" in rec:
-                end = rec["_tent"].host_ms
-                if rec["call_e"] > end:
-                    # Copied after the next() that gave it that end: still in use then, so its row ends
-                    # now. An evaluation loop that copies batch n after fetching n+1 (Lightning's fetcher
-                    # on a dataset of no length) closed n at that fetch: every compute_ms was negative.
+                if _used_after_tent(rec):
+                    # Still in use after the next() that gave it that end, so its row ends now. An
+                    # evaluation loop that copies batch n after fetching n+1 (Lightning's fetcher on a
+                    # dataset of no length) closed n at that fetch: every compute_ms was negative.
                     self._close(prof, rec, now, BY_NEXT)
                 else:
-                    self._close(prof, rec, end, BY_NEXT, at_tent=True)
+                    self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
             else:
                 rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
@@ -400,7 +405,7 @@ class AutoSession:
             if prof is newest_prof:
                 ahead = True
                 self.patterns.saw(str(prof.scenario), DEVICE_PREFETCH if newest["copies"] > 0 else FETCH_AHEAD)
-            elif "_tent" in rec and not rec["call_e"] > rec["_tent"].host_ms:
+            elif "_tent" in rec and not _used_after_tent(rec):
                 # Another loader's batch, copied (if at all) before the next() that came after it, and
                 # left: Lightning's sanity check leaves its second validation batch in flight, with no
                 # StopIteration. Its row ends at that next(), not with this step, which is not its.
