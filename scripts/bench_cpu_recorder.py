@@ -246,6 +246,11 @@ def gc_count(script: list[str]) -> None:
         )
 
 
+def side_cwd(name: str, here: str, base: str | None) -> str:
+    """Where a side's processes run: this checkout for HEAD, the baseline's for the other."""
+    return here if name == "HEAD" else os.path.abspath(str(base))
+
+
 def script_rounds(
     command: list[str], sides: list[tuple[str, dict[str, str]]], rounds: int, here: str, base: str | None
 ) -> None:
@@ -260,18 +265,16 @@ def script_rounds(
     argv = [os.path.abspath(a) if a.endswith(".py") and os.path.exists(a) else a for a in argv]
     from profiler.bench import baseline
 
-    def cwd_of(name: str) -> str:
-        return here if name == "HEAD" else os.path.abspath(str(base))
-
     for name, env in sides:  # each side's python -m profiler imports its own checkout's package, or none runs
         asked = [sys.executable, "-c", "import profiler; print('package', profiler.__file__)"]
-        line = subprocess.run(asked, env=env, cwd=cwd_of(name), capture_output=True, text=True, check=True).stdout
-        baseline.check_package(line, cwd_of(name), name)
+        cwd = side_cwd(name, here, base)
+        line = subprocess.run(asked, env=env, cwd=cwd, capture_output=True, text=True, check=True).stdout
+        baseline.check_package(line, cwd, name)
     got: dict[str, list[tuple[float, float]]] = {}
     for r in range(rounds):
         for name, env in sides if r % 2 == 0 else sides[::-1]:
             out = os.path.join(tempfile.mkdtemp(prefix="pinprof-bench-"), "report")
-            cwd = cwd_of(name)
+            cwd = side_cwd(name, here, base)
             cmd = [sys.executable, "-m", "profiler", "profile", "--out", out, "--no-plots", "--", *argv]
             done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
             if done.returncode != 0:
@@ -324,7 +327,7 @@ def main() -> None:
     if args.one:
         import profiler
 
-        print(f"profiler from {profiler.__file__}", file=sys.stderr)
+        print("package", profiler.__file__)  # checked by the parent (baseline.check_package)
         print("RESULT " + json.dumps({"library": _library(N), "hooks": _hooks(N), "hooks-dict": _hooks_dict(N)}))
         return
     sides = [("HEAD", dict(os.environ))]
@@ -340,10 +343,15 @@ def main() -> None:
     got: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):
         for name, env in sides if r % 2 == 0 else sides[::-1]:
-            cwd = here if name == "HEAD" else os.path.abspath(args.baseline)
+            cwd = side_cwd(name, here, args.baseline)
             out = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--one"], env=env, cwd=cwd, capture_output=True, text=True
             )
+            package = [ln for ln in out.stdout.splitlines() if ln.startswith("package ")]
+            if package:
+                from profiler.bench import baseline
+
+                baseline.check_package(package[0], cwd, name)
             line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
             if not line:
                 print(f"{name}: no result (rc {out.returncode}): {out.stderr[-600:]}")
