@@ -96,7 +96,9 @@ def main() -> None:
             print(f"{name}: rc {run.returncode}\n{run.stderr[-1500:]}")
             continue
         tl = read_timeline(out)
-        rows = tl[tl.copies > 0]
+        # The training loader's rows only: a validation loader's batches (lightning-val's, of 16) run
+        # no matmuls, so their compute_ms is no k x unit (its rows on the H200 read 0.002 units).
+        rows = tl[(tl.copies > 0) & tl.scenario.str.contains("/bs64/", regex=False)]
         own, other, where = [], [], []
         for b, ms, host in zip(rows.batch, rows.compute_ms, rows.batch_ms):
             if b < 4:
@@ -112,7 +114,7 @@ def main() -> None:
         # stall inside its step (an event span holds the GPU's idle time), not a neighbour's step.
         b, host = where[i]
         print(
-            f"{name}: {len(tl)} rows ({len(rows)} with copies), clock {tl.gpu_clock.iloc[-1]}, "
+            f"{name}: {len(tl)} rows ({len(rows)} of the training loader with copies), clock {tl.gpu_clock.iloc[-1]}, "
             f"compute_ms / (k x unit): median {statistics.median(own):.4f}, worst {own[i]:.4f} (batch {b}, "
             f"batch_ms {host:.3f} against a median {statistics.median(h for _, h in where):.3f}), last "
             f"{own[-1]:.4f}; against the batch before's k: median {statistics.median(other):.4f}; "
