@@ -122,6 +122,13 @@ log="$OUT/gpu_check.log"
       # process (the default clock), then the library's blocks against bare ones, one process per clock.
       process-resident) timeout 300 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
                        --keep "$OUT/process-resident" -- python3 scripts/resident_loop.py --steps 1500 --warm 100 ;;
+      # Where process-resident's excess goes: the same rounds with one part of pinprof's run taken
+      # away each time: CUPTI's kernel launch times (PINPROF_CUPTI_LATENCY=0), the journal's appends
+      # during the run (PINPROF_FLUSH_S=1000: written at the end only), CUPTI altogether (events);
+      # the default first, in the same call, to compare against.
+      resident-ablate) for v in PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_FLUSH_S=1000 PINPROF_BACKEND=events; do
+                         echo "--- $v"; env $v timeout 100 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
+                           --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 1; done ;;
       resident-lib) for b in cupti events cupti events; do PINPROF_BACKEND=$b timeout 60 python3 scripts/resident_loop.py --library; done ;;
       # The hooks alone on the resident loop, bare and hooked blocks in one process, CUPTI on for both
       # (then events): what of process-resident's ratio is the hooks', and what is CUPTI's own.
