@@ -129,6 +129,12 @@ log="$OUT/gpu_check.log"
       resident-ablate) for v in PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_FLUSH_S=1000 PINPROF_BACKEND=events; do
                          echo "--- $v"; env $v timeout 100 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
                            --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 1; done ;;
+      # The same for the short step, whose host launches set its pace: what CUPTI's kernel records and
+      # their launch times cost each launch.
+      short-ablate) for v in PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_BACKEND=events; do
+                      echo "--- $v"; env $v timeout 150 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
+                        --timeout 90 -- python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 \
+                        --steps 600 --warm 100 | tail -n 1; done ;;
       resident-lib) for b in cupti events cupti events; do PINPROF_BACKEND=$b timeout 60 python3 scripts/resident_loop.py --library; done ;;
       # The hooks alone on the resident loop, bare and hooked blocks in one process, CUPTI on for both
       # (then events): what of process-resident's ratio is the hooks', and what is CUPTI's own.
