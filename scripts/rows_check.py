@@ -3,8 +3,9 @@
 k x M matmuls of 2048 x 2048 (k = b % 4 + 1, read from batch b), against CUPTI's time for one unit.
 
 The scripts are the test scripts (``tests/scripts/ahead_loops.py``: plain, Accelerate blocking and
-``non_blocking``, timm's ``PrefetchLoader``, a hand-written prefetcher; ``tests/scripts/lightning_fit.py
---iterable`` and ``--val``), run unmodified under ``pinprof profile``. One unit's kernel time comes from
+``non_blocking``, timm's ``PrefetchLoader``, a hand-written prefetcher, Accelerate's and timm's loaders
+in evaluation loops with ``--eval``; ``tests/scripts/lightning_fit.py --iterable`` and ``--val``), run
+unmodified under ``pinprof profile``. One unit's kernel time comes from
 torch.profiler's CUPTI records of the same matmuls in this process (median of 20 units, after a
 warm-up). Per loop it prints, over the rows after the first four: the median and the worst of
 compute_ms / (k x unit), the same against the neighbour's k (a row holding the step before its own),
@@ -37,6 +38,9 @@ LOOPS = {
     "lightning-iterable": ["tests/scripts/lightning_fit.py", "--iterable"],
     # a validation loader and Lightning's default sanity check: its second batch is left in flight
     "lightning-val": ["tests/scripts/lightning_fit.py", "--val"],
+    # evaluation loops (no optimizer step) over the frameworks' loaders that fetch ahead
+    "accelerate-eval": ["tests/scripts/ahead_loops.py", "--loop", "accelerate", "--eval"],
+    "timm-eval": ["tests/scripts/ahead_loops.py", "--loop", "timm", "--eval"],
 }
 
 

@@ -85,10 +85,12 @@ AHEAD_FRAMEWORKS = ("accelerate", "timm")
 
 
 def ahead_without_steps(loop: str, framework: str) -> str:
-    """The caveat for rows that are not their batch's own: a loader that fetches ahead, with no
-    optimizer step to say where a batch's step ends (an evaluation loop), read as a plain loop. The
-    next batch's fetch comes before the step, and the row ends there (``tests/scripts/ahead_loops.py
-    --eval``: Accelerate's rows read compute_ms 0, timm's the batch before's). "" otherwise."""
+    """The caveat for rows that are not their batch's own: a framework's loader that fetches ahead,
+    with no optimizer step to say where a batch's step ends (an evaluation loop), read as a plain loop.
+    Before ``profiler.capture.in_flight.FETCHES_AHEAD``, such rows ended at the next batch's fetch,
+    before their step (``tests/scripts/ahead_loops.py --eval``: Accelerate's rows read compute_ms 0,
+    timm's the batch before's); ``pinprof diagnose`` of a folder written then still says so. Such loops
+    are now read as fetching ahead, so "" for them, and for any other."""
     if loop not in ("", "plain") or framework not in AHEAD_FRAMEWORKS:
         return ""
     return (
@@ -129,7 +131,9 @@ class Diagnosis:
             if self.loop == "fetch-ahead"
             else "fetches and copies each batch to the device before the step of the one before"
         )
-        return f"the loop{by} {what}: each row is one batch, with the step that trained on it"
+        return (
+            f"the loop{by} {what}: each row is one batch, with the step that used it (a training or an evaluation step)"
+        )
 
     @property
     def verdict(self) -> Verdict:

@@ -71,7 +71,7 @@ def write_session_report(
         if seen["pattern"] != "plain":
             echo(
                 f"pinprof: {scenario}: the loop {LOOP_WORDS[seen['pattern']]}; each row is one batch, its fetch, "
-                f"copies and the step that trained on it (rows end at the {seen['row_boundary']})"
+                f"copies and the step that used it (rows end at the {seen['row_boundary']})"
             )
     write_held(lambda: write_report(folder, tl, info, {}, echo, plots), replay=False)
     if ranks["world_size"] > 1 and ranks["rank"] == 0:

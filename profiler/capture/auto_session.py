@@ -47,6 +47,7 @@ from profiler.capture.in_flight import (
     BY_STEP,
     DEVICE_PREFETCH,
     FETCH_AHEAD,
+    FETCHES_AHEAD,
     LOOKS,
     PLAIN,
     Mark,
@@ -122,7 +123,7 @@ def _step_by_events(
     if at_tent and tent is not None and tent.event is not None:
         ev = tent.event
     else:
-        if tent is not None and tent.event is not None:
+        if tent is not None and tent.event is not None and tent is not bump:  # a tent may be the start
             prof._pool.put(tent.event)
         ev = prof._pool.get()
         record(ev, current_stream(prof._index))
@@ -201,6 +202,7 @@ class AutoSession:
         self._step_stream: Any = None  # the current stream at the latest fetch with batches in flight
         self._walked: dict[int, int] = {}  # per loader (its profiler's id): batches whose tensors were read
         self._older: set[int] = set()  # loaders where a copy read a batch older than the newest
+        self._ahead: dict[int, str] = {}  # loaders of a framework that fetches ahead: their pattern
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -237,6 +239,9 @@ class AutoSession:
             )
             prof._begin(())
             self.profs[id(dataset)] = prof
+            ahead = FETCHES_AHEAD.get(cfg["framework"] or "")
+            if ahead is not None:
+                self._ahead[id(prof)] = ahead
             self._keep.append(dataset)
         return prof
 
@@ -288,6 +293,12 @@ class AutoSession:
             # had run: timm's loop read 1.5 times its kernels' time on the H200).
             self._step_stream = current_stream(prof._index) if self.cuda else None
             self._bump(rec)
+            if self._ahead_unstepped(prof) is not None:
+                # The batch before it, of a loader that fetches ahead, is handed out after this fetch:
+                # its step starts here, not at its own copies (Accelerate copies it before this fetch).
+                for p, older in self.flight:
+                    if p is prof and "_ahead" not in older:
+                        older["_ahead"] = Mark(rec["fetch_e"], self._mark(p, older, self._step_stream))
         if prof._cupti_on():
             rec["_calls"] = []  # CUPTI times this batch: its copy calls, then its step's launches
         elif self.cuda:
@@ -341,7 +352,18 @@ class AutoSession:
             if rec.get("_stepped"):
                 self._close(prof, rec, now, BY_NEXT)
             elif "_tent" in rec:
-                if _used_after_tent(rec):
+                ahead = self._ahead_unstepped(prof)
+                if ahead is not None:
+                    # A loader that fetches ahead, no step seen: the next() that gave this batch its
+                    # tentative end fetched the batch after it, before this one was handed out, so its
+                    # step ran since, and this next() is its end. Closed at that tent, an evaluation
+                    # loop's rows held nothing (Accelerate: compute_ms 0.0) or the batch before's step
+                    # (timm): tests/scripts/ahead_loops.py --eval.
+                    # Its step starts after the next batch's fetch; the last batch, with none after it,
+                    # was handed out after the next() that ended the one before (its tent).
+                    self.patterns.saw(str(prof.scenario), ahead)
+                    self._close(prof, rec, now, BY_NEXT, start=rec.get("_ahead") or rec["_tent"])
+                elif _used_after_tent(rec):
                     # Still in use after the next() that gave it that end, so its row ends now. An
                     # evaluation loop that copies batch n after fetching n+1 (Lightning's fetcher on a
                     # dataset of no length) closed n at that fetch: every compute_ms was negative.
@@ -352,6 +374,15 @@ class AutoSession:
                 rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
         self.flight = keep
+
+    def _ahead_unstepped(self, prof: TransferProfiler) -> str | None:
+        """The pattern of ``prof``'s loader if its framework fetches ahead (``FETCHES_AHEAD``) and none
+        of its rows closed at an optimizer step (an evaluation loop, or a training loop before its
+        first step); None otherwise."""
+        ahead = self._ahead.get(id(prof))
+        if ahead is None or BY_STEP in self.patterns.closed.get(str(prof.scenario), ()):
+            return None
+        return ahead
 
     def _mark(self, prof: TransferProfiler, rec: dict[str, Any], stream: Any = None) -> Any:
         """An event now on ``stream`` (the current one if None), for a batch timed by events (None
@@ -429,12 +460,22 @@ class AutoSession:
                 newest["comp_s"] = now
 
     def _close(
-        self, prof: TransferProfiler, rec: dict[str, Any], end: float, boundary: str, at_tent: bool = False
+        self,
+        prof: TransferProfiler,
+        rec: dict[str, Any],
+        end: float,
+        boundary: str,
+        at_tent: bool = False,
+        start: Mark | None = None,
     ) -> None:
         """The batch's row ends at ``end`` (host ms): its step timed by the batch's clock, and the row
-        committed. ``at_tent``: it ends at its tentative end, whose event marks its compute's end."""
+        committed. ``at_tent``: it ends at its tentative end, whose event marks its compute's end.
+        ``start``: where its step starts, for a row closed at a ``next()`` (``_ahead``)."""
         tent: Mark | None = rec.pop("_tent", None)
-        bump: Mark | None = rec.pop("_bump", None) if boundary == BY_STEP else None
+        bump: Mark | None = rec.pop("_bump", None) if boundary == BY_STEP else start
+        ahead: Mark | None = rec.pop("_ahead", None)
+        if ahead is not None and ahead is not bump and ahead.event is not None:
+            prof._pool.put(ahead.event)
         if boundary == BY_NEXT:
             leftover: Mark | None = rec.pop("_bump", None)
             if leftover is not None and leftover.event is not None:
