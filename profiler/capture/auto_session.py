@@ -293,7 +293,7 @@ class AutoSession:
             # had run: timm's loop read 1.5 times its kernels' time on the H200).
             self._step_stream = current_stream(prof._index) if self.cuda else None
             self._bump(rec)
-            if self._ahead_unstepped(prof) is not None:
+            if self._ahead and self._ahead_unstepped(prof) is not None:  # no call for other loaders
                 # The batch before it, of a loader that fetches ahead, is handed out after this fetch:
                 # its step starts here, not at its own copies (Accelerate copies it before this fetch).
                 for p, older in self.flight:
@@ -352,7 +352,7 @@ class AutoSession:
             if rec.get("_stepped"):
                 self._close(prof, rec, now, BY_NEXT)
             elif "_tent" in rec:
-                ahead = self._ahead_unstepped(prof)
+                ahead = self._ahead_unstepped(prof) if self._ahead else None
                 if ahead is not None:
                     # A loader that fetches ahead, no step seen: the next() that gave this batch its
                     # tentative end fetched the batch after it, before this one was handed out, so its
