@@ -116,6 +116,27 @@ def test_an_evaluation_loop_over_a_framework_loader_that_fetches_ahead_gets_each
     assert "the step that used it" in run.stderr
 
 
+@pytest.mark.parametrize("loop", ["accelerate", "timm"])
+def test_gradient_accumulation_over_a_framework_loader_that_fetches_ahead_gets_each_batchs_own_step(
+    tmp_path: Path, loop: str
+) -> None:
+    """An optimizer step every second batch, over a loader that fetches ahead: the batch between two
+    steps ends at the next() after its use, the other at the step. Before, after the first step
+    Accelerate's rows alternated 0.0 and two batches' work, and timm's first accumulated row held the
+    forward before its own; no row's compute is longer than the row."""
+    pytest.importorskip(loop)
+    out = tmp_path / "r"
+    script = [str(SCRIPTS / "ahead_loops.py"), "--loop", loop, "--accumulate", "2", "--unit-ms", str(UNIT_MS)]
+    run = profile(out, *script)
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert len(tl) == 8 and (tl.copies == 2).all() and (tl.bytes == BATCH_BYTES).all()
+    assert_own_steps(tl, 8)
+    assert (tl.compute_ms <= tl.batch_ms + 1e-6).all(), list(zip(tl.compute_ms, tl.batch_ms))
+    (seen,) = json.loads((out / "meta.json").read_text())["loaders"].values()
+    assert seen["rows_closed_at"] == {"next()": 4, "optimizer step": 4}
+
+
 def test_the_caveat_of_rows_one_step_early_is_for_a_framework_loader_read_as_plain() -> None:
     """``pinprof diagnose`` of a folder written before evaluation loops over Accelerate's and timm's
     loaders got their own rows (meta.json: the loop plain) still says that its rows are not per batch;

@@ -293,9 +293,10 @@ class AutoSession:
             # had run: timm's loop read 1.5 times its kernels' time on the H200).
             self._step_stream = current_stream(prof._index) if self.cuda else None
             self._bump(rec)
-            if self._ahead and self._ahead_unstepped(prof) is not None:  # no call for other loaders
+            if self._ahead and id(prof) in self._ahead:
                 # The batch before it, of a loader that fetches ahead, is handed out after this fetch:
                 # its step starts here, not at its own copies (Accelerate copies it before this fetch).
+                # Used where a next() ends it (_at_next); an optimizer step that ends it has its own.
                 for p, older in self.flight:
                     if p is prof and "_ahead" not in older:
                         older["_ahead"] = Mark(rec["fetch_e"], self._mark(p, older, self._step_stream))
@@ -352,15 +353,16 @@ class AutoSession:
             if rec.get("_stepped"):
                 self._close(prof, rec, now, BY_NEXT)
             elif "_tent" in rec:
-                ahead = self._ahead_unstepped(prof) if self._ahead else None
+                ahead = self._ahead.get(id(prof)) if self._ahead else None
                 if ahead is not None:
-                    # A loader that fetches ahead, no step seen: the next() that gave this batch its
-                    # tentative end fetched the batch after it, before this one was handed out, so its
-                    # step ran since, and this next() is its end. Closed at that tent, an evaluation
-                    # loop's rows held nothing (Accelerate: compute_ms 0.0) or the batch before's step
-                    # (timm): tests/scripts/ahead_loops.py --eval.
-                    # Its step starts after the next batch's fetch; the last batch, with none after it,
-                    # was handed out after the next() that ended the one before (its tent).
+                    # A loader that fetches ahead, and no optimizer step since this batch's tentative
+                    # end (an evaluation loop, or gradient accumulation): the next() that gave it that
+                    # end fetched the batch after it, before this one was handed out, so its step ran
+                    # since, and this next() is its end. Closed at that tent, Accelerate's rows held
+                    # nothing (compute_ms 0.0) and timm's the batch before's step
+                    # (tests/scripts/ahead_loops.py --eval, --accumulate 2). Its step starts after the
+                    # next batch's fetch; the last batch, with none after it, was handed out after the
+                    # next() that ended the one before (its tent).
                     self.patterns.saw(str(prof.scenario), ahead)
                     self._close(prof, rec, now, BY_NEXT, start=rec.get("_ahead") or rec["_tent"])
                 elif _used_after_tent(rec):
@@ -374,15 +376,6 @@ class AutoSession:
                 rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
         self.flight = keep
-
-    def _ahead_unstepped(self, prof: TransferProfiler) -> str | None:
-        """The pattern of ``prof``'s loader if its framework fetches ahead (``FETCHES_AHEAD``) and none
-        of its rows closed at an optimizer step (an evaluation loop, or a training loop before its
-        first step); None otherwise."""
-        ahead = self._ahead.get(id(prof))
-        if ahead is None or BY_STEP in self.patterns.closed.get(str(prof.scenario), ()):
-            return None
-        return ahead
 
     def _mark(self, prof: TransferProfiler, rec: dict[str, Any], stream: Any = None) -> Any:
         """An event now on ``stream`` (the current one if None), for a batch timed by events (None
@@ -472,8 +465,11 @@ class AutoSession:
         committed. ``at_tent``: it ends at its tentative end, whose event marks its compute's end.
         ``start``: where its step starts, for a row closed at a ``next()`` (``_ahead``)."""
         tent: Mark | None = rec.pop("_tent", None)
-        bump: Mark | None = rec.pop("_bump", None) if boundary == BY_STEP else start
         ahead: Mark | None = rec.pop("_ahead", None)
+        # At a step, a later batch's fetch or copy (``_bump``), else the next batch's fetch in a loader
+        # that fetches ahead: none is bumped before the first step, and timm's first accumulated row
+        # (--accumulate 2) held the forward before its own.
+        bump: Mark | None = (rec.pop("_bump", None) or ahead) if boundary == BY_STEP else start
         if ahead is not None and ahead is not bump and ahead.event is not None:
             prof._pool.put(ahead.event)
         if boundary == BY_NEXT:

@@ -3,6 +3,7 @@ and on a GPU through scripts/gpu_check.sh). Nothing of pinprof in it.
 
     python tests/scripts/ahead_loops.py --loop accelerate|fetch-ahead|prefetcher|plain|timm
         [--batches 8] [--batch-size 4] [--unit-ms 15] [--matmuls 0] [--non-blocking] [--workers 0] [--eval]
+        [--accumulate N]
 
 Batch b carries k = b % 4 + 1 in every sample (``k``), so a step can read it: it sleeps k x
 ``--unit-ms`` on the host, or with ``--matmuls M`` runs k x M matmuls of 2048 x 2048 on the device
@@ -15,6 +16,9 @@ Batch b carries k = b % 4 + 1 in every sample (``k``), so a step can read it: it
 - ``prefetcher``: a device prefetcher (batch n+1 fetched and copied, on a side stream on CUDA, before
   step n), as people write for CUDA;
 - ``timm``: timm's ``PrefetchLoader`` on a CUDA device (its default in timm's train.py).
+
+With ``--accumulate N`` the Accelerate and timm loops step their optimizer once every N batches
+(gradient accumulation: Accelerate's ``accumulate()``, timm's train.py's own count).
 
 With ``--eval`` each loop evaluates instead: the step is the forward under ``torch.no_grad()``, with
 no backward and no optimizer step (rows then end at a ``next()``).
@@ -72,6 +76,7 @@ def main() -> None:
     p.add_argument("--non-blocking", action="store_true")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--eval", action="store_true", help="the forward alone: no backward, no optimizer step")
+    p.add_argument("--accumulate", type=int, default=1, help="accelerate, timm: an optimizer step every N batches")
     args = p.parse_args()
     unit_ms = args.unit_ms if args.unit_ms is not None else (0.0 if args.matmuls else 15.0)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -116,17 +121,20 @@ def main() -> None:
         from accelerate.utils import DataLoaderConfiguration
 
         acc = Accelerator(
-            cpu=dev.type == "cpu", dataloader_config=DataLoaderConfiguration(non_blocking=args.non_blocking)
+            cpu=dev.type == "cpu",
+            dataloader_config=DataLoaderConfiguration(non_blocking=args.non_blocking),
+            gradient_accumulation_steps=args.accumulate,
         )
         model, opt, loader = acc.prepare(model, opt, loader)
         for batch in loader:
             if args.eval:
                 step(batch)
             else:
-                loss = work(int(batch["k"][0]), batch["x"])
-                acc.backward(loss)
-                opt.step()
-                opt.zero_grad()
+                with acc.accumulate(model):  # the prepared optimizer steps once every N batches
+                    loss = work(int(batch["k"][0]), batch["x"])
+                    acc.backward(loss)
+                    opt.step()
+                    opt.zero_grad()
             steps += 1
     elif args.loop == "fetch-ahead":
         it = iter(loader)
@@ -151,8 +159,9 @@ def main() -> None:
             else:
                 loss = work(int(k[0]), x.view(x.shape[0], FEATURES))
                 loss.backward()
-                opt.step()
-                opt.zero_grad()
+                if (steps + 1) % args.accumulate == 0:
+                    opt.step()
+                    opt.zero_grad()
             steps += 1
     if dev.type == "cuda":
         torch.cuda.synchronize()
