@@ -4,10 +4,10 @@ k x M matmuls of 2048 x 2048 (k = b % 4 + 1, read from batch b), against CUPTI's
 
 The scripts are the test scripts (``tests/scripts/ahead_loops.py``: plain, Accelerate blocking and
 ``non_blocking``, timm's ``PrefetchLoader``, a hand-written prefetcher, Accelerate's and timm's loaders
-in evaluation loops with ``--eval``; ``tests/scripts/lightning_fit.py --iterable`` and ``--val``), run
-unmodified under ``pinprof profile``. One unit's kernel time comes from
-torch.profiler's CUPTI records of the same matmuls in this process (median of 20 units, after a
-warm-up). Per loop it prints, over the rows after the first four: the median and the worst of
+in evaluation loops (``--eval``) and with gradient accumulation (``--accumulate 2``);
+``tests/scripts/lightning_fit.py --iterable`` and ``--val``), run unmodified under ``pinprof profile``.
+One unit's kernel time comes from torch.profiler's CUPTI records of the same matmuls in this process
+(median of 20 units, after a warm-up). Per loop it prints, over the rows after the first four: the median and the worst of
 compute_ms / (k x unit), the same against the neighbour's k (a row holding the step before its own),
 the loop pattern pinprof saw and the headline of its diagnosis.
 
@@ -41,6 +41,9 @@ LOOPS = {
     # evaluation loops (no optimizer step) over the frameworks' loaders that fetch ahead
     "accelerate-eval": ["tests/scripts/ahead_loops.py", "--loop", "accelerate", "--eval"],
     "timm-eval": ["tests/scripts/ahead_loops.py", "--loop", "timm", "--eval"],
+    # an optimizer step every second batch over the same loaders
+    "accelerate-accum": ["tests/scripts/ahead_loops.py", "--loop", "accelerate", "--accumulate", "2"],
+    "timm-accum": ["tests/scripts/ahead_loops.py", "--loop", "timm", "--accumulate", "2"],
 }
 
 

@@ -31,8 +31,9 @@ LOOKS = 64  # batches of a loader whose tensors are read while another is in fli
 BY_NEXT, BY_STEP = "next()", "optimizer step"
 # Frameworks whose loader always fetches batch n+1 before it hands out batch n, and the pattern that
 # makes: Accelerate's prepared loader copies n, fetches n+1, then yields n; timm's PrefetchLoader
-# fetches and copies n+1, then yields n. With no optimizer step (an evaluation loop) nothing else says
-# where a batch's step ends, so for these a row ends at the second next() after its fetch.
+# fetches and copies n+1, then yields n. With no optimizer step between two next()s (an evaluation
+# loop, gradient accumulation) nothing else says where a batch's step ends, so for these a row ends at
+# the second next() after its fetch.
 FETCHES_AHEAD = {"accelerate": FETCH_AHEAD, "timm": DEVICE_PREFETCH}
 
 
@@ -41,7 +42,7 @@ class Mark(NamedTuple):
     matters (None for a batch CUPTI times, or on a CPU device). A batch's ``_tent`` is its tentative
     end (the ``next()`` after it, if no step claims it); its ``_bump``, where its step starts (after
     a later batch's fetch or copy); its ``_ahead``, where its step starts in a loader that fetches
-    ahead with no step seen (after the next batch's fetch: ``FETCHES_AHEAD``)."""
+    ahead (after the next batch's fetch: ``FETCHES_AHEAD``)."""
 
     host_ms: float
     event: Any
