@@ -296,7 +296,8 @@ class AutoSession:
             if self._ahead and id(prof) in self._ahead:
                 # The batch before it, of a loader that fetches ahead, is handed out after this fetch:
                 # its step starts here, not at its own copies (Accelerate copies it before this fetch).
-                # Used where a next() ends it (_at_next); an optimizer step that ends it has its own.
+                # Used where a next() ends it (_at_next), and where a step ends it with no later
+                # batch's fetch or copy marked (_close).
                 for p, older in self.flight:
                     if p is prof and "_ahead" not in older:
                         older["_ahead"] = Mark(rec["fetch_e"], self._mark(p, older, self._step_stream))
