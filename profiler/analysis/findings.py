@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from profiler.timeline.schema import FETCHES_AHEAD
+
 
 class Verdict(str, Enum):
     NO_DATA = "no_data"
@@ -79,19 +81,14 @@ class Headline:
     text: str
 
 
-# Frameworks whose loaders fetch batch n+1 before they hand out batch n: Accelerate's prepared loader
-# (it copies n, fetches n+1, yields n) and timm's PrefetchLoader (it fetches and copies n+1, yields n).
-AHEAD_FRAMEWORKS = ("accelerate", "timm")
-
-
 def ahead_without_steps(loop: str, framework: str) -> str:
     """The caveat for rows that are not their batch's own: a framework's loader that fetches ahead,
     with no optimizer step to say where a batch's step ends (an evaluation loop), read as a plain loop.
-    Before ``profiler.capture.in_flight.FETCHES_AHEAD``, such rows ended at the next batch's fetch,
+    Before pinprof read ``FETCHES_AHEAD``'s loaders as fetching ahead, such rows ended at the next batch's fetch,
     before their step (``tests/scripts/ahead_loops.py --eval``: Accelerate's rows read compute_ms 0,
     timm's the batch before's); ``pinprof diagnose`` of a folder written then still says so. Such loops
     are now read as fetching ahead, so "" for them, and for any other."""
-    if loop not in ("", "plain") or framework not in AHEAD_FRAMEWORKS:
+    if loop not in ("", "plain") or framework not in FETCHES_AHEAD:
         return ""
     return (
         f"the loader ({framework}) fetches each batch before it hands out the one before, and no optimizer "

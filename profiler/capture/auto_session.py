@@ -42,19 +42,7 @@ from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
-from profiler.capture.in_flight import (
-    BY_NEXT,
-    BY_STEP,
-    DEVICE_PREFETCH,
-    FETCH_AHEAD,
-    FETCHES_AHEAD,
-    LOOKS,
-    PLAIN,
-    Mark,
-    Patterns,
-    owner,
-    storages,
-)
+from profiler.capture.in_flight import BY_NEXT, BY_STEP, LOOKS, Mark, Patterns, owner, storages
 from profiler.capture.loop import arrived, fetch_begin, fetch_end
 from profiler.capture.nvtx import NvtxEmitter
 from profiler.capture.phases import account
@@ -64,7 +52,7 @@ from profiler.capture.store import note_memory
 from profiler.modes import Mode
 from profiler.names import clean
 from profiler.report.journal import Journal
-from profiler.timeline.schema import concat
+from profiler.timeline.schema import DEVICE_PREFETCH, FETCH_AHEAD, FETCHES_AHEAD, PLAIN, concat
 
 
 class TrialDone(BaseException):  # a stop, not an error: what the trial came for is recorded

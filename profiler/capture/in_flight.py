@@ -25,16 +25,13 @@ from typing import Any, NamedTuple
 import torch
 
 from profiler.capture.batch_tree import iter_tensors, storage_of
+from profiler.timeline.schema import PLAIN
 
-PLAIN, FETCH_AHEAD, DEVICE_PREFETCH = "plain", "fetch-ahead", "device-prefetch"
 LOOKS = 64  # batches of a loader whose tensors are read while another is in flight (AutoSession.arrived)
 BY_NEXT, BY_STEP = "next()", "optimizer step"
-# Frameworks whose loader always fetches batch n+1 before it hands out batch n, and the pattern that
-# makes: Accelerate's prepared loader copies n, fetches n+1, then yields n; timm's PrefetchLoader
-# fetches and copies n+1, then yields n. With no optimizer step between two next()s (an evaluation
-# loop, gradient accumulation) nothing else says where a batch's step ends, so for these a row ends at
-# the second next() after its fetch.
-FETCHES_AHEAD = {"accelerate": FETCH_AHEAD, "timm": DEVICE_PREFETCH}
+# The loaders of profiler.timeline.schema.FETCHES_AHEAD: with no optimizer step between two next()s (an evaluation loop, gradient
+# accumulation) nothing else says where a batch's step ends, so for these a row ends at the second
+# next() after its fetch (AutoSession._at_next).
 
 
 class Mark(NamedTuple):
@@ -42,7 +39,7 @@ class Mark(NamedTuple):
     matters (None for a batch CUPTI times, or on a CPU device). A batch's ``_tent`` is its tentative
     end (the ``next()`` after it, if no step claims it); its ``_bump``, where its step starts (after
     a later batch's fetch or copy); its ``_ahead``, where its step starts in a loader that fetches
-    ahead (after the next batch's fetch: ``FETCHES_AHEAD``)."""
+    ahead (after the next batch's fetch: ``profiler.timeline.schema.FETCHES_AHEAD``)."""
 
     host_ms: float
     event: Any

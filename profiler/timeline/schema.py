@@ -188,6 +188,11 @@ RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum", "comp_gsum", "g
 # Raw pin-step measures (``profiler.capture.pin_hook``): ms of thread CPU time, page faults, pinned
 # allocations and ms in them; NaN when the batch was not pinned while the hook was installed.
 RAW_PIN = ("pin_cpu", "pin_faults", "pin_allocs", "pin_alloc")
+# The ``loop`` column's words, and the frameworks whose loaders always fetch batch n+1 before they hand
+# out batch n, with the loop each makes: Accelerate's prepared loader copies n, fetches n+1, then yields
+# n; timm's PrefetchLoader fetches and copies n+1, then yields n (``profiler.capture.in_flight``).
+PLAIN, FETCH_AHEAD, DEVICE_PREFETCH = "plain", "fetch-ahead", "device-prefetch"
+FETCHES_AHEAD = {"accelerate": FETCH_AHEAD, "timm": DEVICE_PREFETCH}
 CUPTI_CLOCK = 1.0  # raw ``gpu_clock`` of a row whose GPU fields came from CUPTI's records
 
 
