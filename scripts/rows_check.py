@@ -46,6 +46,8 @@ LOOPS = {
     "timm-accum": ["tests/scripts/ahead_loops.py", "--loop", "timm", "--accumulate", "2"],
 }
 
+BATCH_SIZE = 64  # every loop's training batch: its loader's scenario name holds /bs64/ (a validation loader's another)
+
 
 def unit_ms(matmuls: int) -> float:
     """CUPTI's kernel time of ``matmuls`` chained 2048 x 2048 matmuls, ms (median of 20)."""
@@ -79,9 +81,9 @@ def main() -> None:
     for name, script in LOOPS.items():
         out = Path(args.out) / name
         size = (
-            ["--steps", str(args.batches), "--batch-size", "64"]
+            ["--steps", str(args.batches), "--batch-size", str(BATCH_SIZE)]
             if "lightning" in script[0]
-            else ["--batches", str(args.batches), "--batch-size", "64", "--workers", "2"]
+            else ["--batches", str(args.batches), "--batch-size", str(BATCH_SIZE), "--workers", "2"]
         )
         cmd = [
             sys.executable,
@@ -105,7 +107,7 @@ def main() -> None:
         tl = read_timeline(out)
         # The training loader's rows only: a validation loader's batches (lightning-val's, of 16) run
         # no matmuls, so their compute_ms is no k x unit (its rows on the H200 read 0.002 units).
-        rows = tl[(tl.copies > 0) & tl.scenario.str.contains("/bs64/", regex=False)]
+        rows = tl[(tl.copies > 0) & tl.scenario.str.contains(f"/bs{BATCH_SIZE}/", regex=False)]
         own, other, where = [], [], []
         for b, ms, host in zip(rows.batch, rows.compute_ms, rows.batch_ms):
             if b < 4:
