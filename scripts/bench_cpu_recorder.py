@@ -3,11 +3,13 @@
 alternated processes: what a change to the hot path costs, measurable on any machine (the GPU's own
 figures come from ``scripts/bench_overhead.py --backends --baseline PATH`` on a GPU).
 
-Three loops over small tensors (nothing but the recorder runs): ``library``,
+Four loops over small tensors (nothing but the recorder runs): ``library``,
 ``TransferProfiler.batches`` with ``to_device``, ``cpu_work()`` and ``compute()``; ``hooks``,
 ``pinprof profile``'s hooks (``auto_hooks``) around a DataLoader's ``next()`` and two ``.to()``
 calls a batch; ``hooks-dict``, the hooks on dict batches of three leaves and no optimizer step (the
-shape of ``scripts/resident_loop.py``). Each prints (instrumented - bare) microseconds a batch, median of alternated rounds.
+shape of ``scripts/resident_loop.py``); ``hooks-accelerate``, the same batches through Accelerate's
+own loader, which fetches ahead (the hooks then mark each batch's step start as well). Each prints
+(instrumented - bare) microseconds a batch, median of alternated rounds.
 
 With ``--script``, the loop is a real script's instead (``tests/scripts/fake_cnn.py``, say): each
 process is ``pinprof profile --no-plots`` of it, and what is compared is its report's ``pinprof_ms``
@@ -142,6 +144,47 @@ def _hooks_dict(n: int) -> tuple[float, float]:
         return _rounds(bare, profiled)
     finally:
         s.close()
+
+
+def _hooks_accelerate(n: int) -> tuple[float, float]:
+    """The hooks on Accelerate's own loader (``Accelerator(cpu=True).prepare``), which fetches one batch
+    ahead and copies each with its ``send_to_device``: dict batches of three leaves, no optimizer step
+    (an evaluation loop). Each of its batches gets the mark of where its step starts (``_ahead``), the
+    per-batch work a loader that fetches ahead adds (``timeline.schema.FETCHES_AHEAD``)."""
+    import torch
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader, Dataset
+
+    from profiler.capture import auto_hooks
+    from profiler.capture.auto_session import AutoSession
+
+    made = [{k: torch.zeros(16) for k in ("image", "label", "weight")} for _ in range(8)]
+
+    class Items(Dataset[dict[str, torch.Tensor]]):
+        def __len__(self) -> int:
+            return n
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return made[i % 8]
+
+    dl = Accelerator(cpu=True).prepare(DataLoader(Items(), batch_size=None, num_workers=0))
+
+    def bare() -> float:
+        t0 = time.perf_counter_ns()
+        for _ in dl:
+            pass
+        return (time.perf_counter_ns() - t0) / n / 1e3
+
+    def profiled() -> float:
+        s = AutoSession(torch.device("cpu"), run="bench")
+        auto_hooks.start(s)
+        try:
+            return bare()
+        finally:
+            auto_hooks.stop()
+            s.close()
+
+    return _rounds(bare, profiled)
 
 
 def per_call(calls: int = 2000) -> None:
@@ -328,7 +371,17 @@ def main() -> None:
         import profiler
 
         print("package", profiler.__file__)  # checked by the parent (baseline.check_package)
-        print("RESULT " + json.dumps({"library": _library(N), "hooks": _hooks(N), "hooks-dict": _hooks_dict(N)}))
+        print(
+            "RESULT "
+            + json.dumps(
+                {
+                    "library": _library(N),
+                    "hooks": _hooks(N),
+                    "hooks-dict": _hooks_dict(N),
+                    "hooks-accelerate": _hooks_accelerate(N),
+                }
+            )
+        )
         return
     sides = [("HEAD", dict(os.environ))]
     if args.baseline:
@@ -359,7 +412,7 @@ def main() -> None:
             for loop, (b, p) in json.loads(line[0][7:]).items():
                 got.setdefault((name, loop), []).append(p - b)
     print("recorder host cost on a CPU device, us a batch (instrumented - bare), median of alternated processes:")
-    for loop in ("library", "hooks", "hooks-dict"):
+    for loop in ("library", "hooks", "hooks-dict", "hooks-accelerate"):
         row = [
             f"{name} {statistics.median(got[(name, loop)]):.1f} (rounds {', '.join(f'{v:.1f}' for v in got[(name, loop)])})"
             for name, _ in sides
