@@ -22,6 +22,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from threading import get_ident
 from time import perf_counter_ns
 from typing import Any
 
@@ -166,7 +167,10 @@ def _timed_copy(
     t1 = perf_counter_ns()
     out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
     t2 = perf_counter_ns()
-    _guarded(s.copy_end, began, src, non_blocking, alt_bytes)
+    try:  # _guarded's work, written out: a frame less on every copy
+        s.copy_end(began, src, non_blocking, alt_bytes, t2)
+    except Exception as err:
+        _fail(err)
     rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out
     return out
 
@@ -188,13 +192,15 @@ def _copy(
     pinprof's own copy stands for the user's: it counts as the copy, not as pinprof's time."""
     if not aimed and len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[index]  # the copy is its tensor's batch's
         return _aimed(s, src, call, lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True))
-    try:
-        own = non_blocking and s.takes_over(src, device, dtype, extra)
-        if own:
-            return s.copy_pinned(src)
-    except Exception as err:
-        _fail(err)
-        return call()
+    # takes_over's first tests, here: with CUPTI (its records time the user's own copy) or on a CPU
+    # device it is never asked, a call less on every copy
+    if non_blocking and s.cuda and "_calls" not in s.cur[1]:  # type: ignore[index]
+        try:
+            if s.takes_over(src, device, dtype, extra):
+                return s.copy_pinned(src)
+        except Exception as err:
+            _fail(err)
+            return call()
     alt = None if dtype is None or dtype == src.dtype else src.numel() * dtype.itemsize
     return _timed_copy(s, src, non_blocking, call, alt, t0)
 
@@ -220,15 +226,18 @@ def _recorded(s: AutoSession | None) -> bool:
 # A device's type by the device: ``torch.device.type`` costs about 0.23 us a read on the CPU machine, a
 # lookup here 0.05 us. A process has few devices, so this stays small.
 _TYPES: dict[torch.device, str] = {}
+_parse_to = torch._C._nn._parse_to  # .to()'s own reading of its arguments
 
 
 def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-    s, original = _session, _ORIGINAL.get("to") or torch.Tensor.to
-    if not (self.is_cpu and _recorded(s)):
-        return original(self, *args, **kwargs)
+    s = _session
+    # _recorded(s), written out: every .to() of the program comes through here
+    if s is None or s.cur is None or not self.is_cpu or get_ident() != s.main:
+        return (_ORIGINAL.get("to") or torch.Tensor.to)(self, *args, **kwargs)
+    original = _ORIGINAL.get("to") or torch.Tensor.to
     t0 = perf_counter_ns()
     try:
-        device, _dtype, non_blocking, _fmt = torch._C._nn._parse_to(*args, **kwargs)
+        device, _dtype, non_blocking, _fmt = _parse_to(*args, **kwargs)
     except Exception:  # arguments .to() itself refuses: let it say so
         return original(self, *args, **kwargs)
     if device is None:
@@ -236,14 +245,14 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     kind = _TYPES.get(device)
     if kind is None:
         kind = _TYPES[device] = device.type
-    if kind != s.device_type:  # type: ignore[union-attr]
+    if kind != s.device_type:
         return original(self, *args, **kwargs)
     extra = bool(_fmt is not None and _fmt != torch.preserve_format) or bool(kwargs.get("copy"))
-    if s.force_non_blocking and not non_blocking and not extra and s.cuda and self.is_pinned():  # type: ignore[union-attr]
+    if s.force_non_blocking and not non_blocking and not extra and s.cuda and self.is_pinned():
         # pinprof tune's trial of non_blocking=True (profiler.capture.knobs): the same copy, asked so
         forced = lambda: original(self, device, _dtype, non_blocking=True)  # noqa: E731
-        return _copy(s, self, device, _dtype, False, True, forced, t0)  # type: ignore[arg-type]
-    return _copy(s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)  # type: ignore[arg-type]
+        return _copy(s, self, device, _dtype, False, True, forced, t0)
+    return _copy(s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)
 
 
 def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from time import perf_counter_ns
 from types import FrameType
 from typing import Any
 
@@ -587,18 +588,24 @@ class AutoSession:
         return stream, start, end, now_ms()
 
     def copy_end(
-        self, began: tuple[Any, Any, Any, float], src: torch.Tensor, non_blocking: bool, alt_bytes: int | None = None
+        self,
+        began: tuple[Any, Any, Any, float],
+        src: torch.Tensor,
+        non_blocking: bool,
+        alt_bytes: int | None = None,
+        returned_ns: int | None = None,
     ) -> None:
         """After it: its end event, and the copy added to the current batch (bytes, ``copies``, call
         time, whether it blocked, ``src_memory``) as ``TransferProfiler.to_device`` adds its own.
         ``alt_bytes``: the copy's size in the dtype it was asked for, when it converts (torch may
-        convert before the copy); CUPTI's record may have either size."""
-        call_e = now_ms()
+        convert before the copy); CUPTI's record may have either size. ``returned_ns``: when the call
+        returned (``perf_counter_ns``), if the caller read it (a clock read less); else now."""
+        call_e = (perf_counter_ns() if returned_ns is None else returned_ns) / 1e6
         stream, start, end, call_s = began
         prof, rec = self.cur  # type: ignore[misc]
         if stream is not None:
             record(end, stream)
-        if len(self.flight) > 1:
+        if self.steps and len(self.flight) > 1:  # _bump marks nothing before the first step
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
         pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
