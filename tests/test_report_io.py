@@ -7,9 +7,12 @@ import pytest
 import torch
 
 from profiler import TransferProfiler
-from profiler.atomic import write_csv, write_text_atomic
+from profiler.atomic import csv_rows, csv_text, write_csv, write_text_atomic
 from profiler.errors import ReportError
 from profiler.report.files import read_timeline
+from profiler.timeline.schema import COLUMNS
+
+DATA = Path(__file__).parent / "data"
 
 
 def small_timeline() -> pd.DataFrame:
@@ -92,3 +95,30 @@ def test_out_is_checked_when_the_profiler_is_made_and_claimed_for_one_run(tmp_pa
     (tmp_path / "file").write_text("x")
     with pytest.raises(OutputNotWritableError, match="not writable"):
         TransferProfiler(device="cpu", out=tmp_path / "file" / "sub")  # before any batch, not after the loop
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        "h200_short_step",
+        "h200_default",
+        "h200_rows/accelerate",
+        "h200_profile_resnet",
+        "cpu_gc_pauses",
+        "cpu_two_epochs",
+    ],
+)
+def test_journal_rows_read_back_as_the_final_file_on_recorded_timelines(recorded: str, tmp_path: Path) -> None:
+    """The journal's formatter (``csv_rows``: one printf-style format a row) against the final file's
+    (``csv_text``: pandas), on whole recorded timelines of every clock, and with a NaN put into a
+    column that has numbers (the one case formatted cell by cell): the same frame reads back."""
+    frame = read_timeline(DATA / recorded)[list(COLUMNS)].copy()
+    frame.loc[frame.index[len(frame) // 2], "batch_ms"] = float("nan")
+    header = ",".join(COLUMNS) + "\n"
+    (tmp_path / "rows").mkdir()
+    (tmp_path / "rows" / "timeline.csv").write_text(header + csv_rows(frame.head(3)) + csv_rows(frame.iloc[3:]))
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "timeline.csv").write_text(csv_text(frame))
+    rows, text = read_timeline(tmp_path / "rows"), read_timeline(tmp_path / "text")
+    pd.testing.assert_frame_equal(rows, text, check_exact=True)
+    assert len(rows) == len(frame) and rows.batch_ms.isna().sum() == frame.batch_ms.isna().sum()
