@@ -28,7 +28,9 @@ HERE = Path(__file__).parent
 PLACES = {"next": (auto_hooks._Iter, "__next__"), "to": (torch.Tensor, "to")}
 
 
-def test_pinprof_ms_is_the_hooks_own_time_by_an_independent_clock() -> None:
+def _own_time_by_two_clocks() -> tuple[pd.DataFrame, float, float]:
+    """A loop under the hooks with a timer around each hook and each original call: its timeline,
+    ``pinprof_ms`` summed, and the timers' sum (ms), theirs less their own overhead."""
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(60 * 8, 3, 32, 32, generator=g), torch.randint(0, 9, (60 * 8,), generator=g))
     own: dict[str, float] = {}
@@ -47,8 +49,6 @@ def test_pinprof_ms_is_the_hooks_own_time_by_an_independent_clock() -> None:
         auto_hooks._ORIGINAL.update(real)
         auto_hooks.stop()
     tl = session.close()
-    assert len(tl) == 60 and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
-    ours = tl.pinprof_ms.sum()
     calls = 3 * len(tl) + 1  # two copies and a next() a batch, and the next() that ends the loader
     # The timers count their own overhead too (a few microseconds a call): measured on a hook that
     # does nothing but call its original, and taken off.
@@ -59,12 +59,28 @@ def test_pinprof_ms_is_the_hooks_own_time_by_an_independent_clock() -> None:
     for _ in range(calls):
         hook()
     theirs = (sum(own.values()) - idle["idle"]) * 1e3
-    print(f"pinprof_ms {ours:.3f} ms in all, by the timers around the hooks {theirs:.3f} ms ({own}, timers {idle})")
-    # pinprof's rows leave out the hooks' first tests and the last next(), which ends the loop after
-    # the last row. Counting the loader's next() or the copy calls would add several times as much;
-    # leaving out the copies' part, half.
-    assert abs(ours - theirs) <= 0.2 * theirs, (ours, theirs)
-    assert (tl.pinprof_ms < tl.batch_ms).all()
+    print(
+        f"pinprof_ms {tl.pinprof_ms.sum():.3f} ms in all, by the timers around the hooks {theirs:.3f} ms ({own}, timers {idle})"
+    )
+    return tl, float(tl.pinprof_ms.sum()), theirs
+
+
+def test_pinprof_ms_is_the_hooks_own_time_by_an_independent_clock() -> None:
+    # The sums are of about 200 calls of microseconds each: one interrupt or collection on a busy
+    # 2-core machine moved them by more than the bound (one failure seen beside other tests). A
+    # loop is measured again, up to three times; a wrong count of the hooks' time is off in every one.
+    tries = []
+    for _ in range(3):
+        tl, ours, theirs = _own_time_by_two_clocks()
+        assert len(tl) == 60 and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
+        assert (tl.pinprof_ms < tl.batch_ms).all()
+        tries.append((ours, theirs))
+        # pinprof's rows leave out the hooks' first tests and the last next(), which ends the loop
+        # after the last row. Counting the loader's next() or the copy calls would add several times
+        # as much; leaving out the copies' part, half.
+        if abs(ours - theirs) <= 0.2 * theirs:
+            return
+    raise AssertionError(f"pinprof_ms against the timers, ms, in three loops: {tries}")
 
 
 def _library_loop(mode: str, data: list[torch.Tensor], cpu_s: float = 0.0) -> pd.DataFrame:
