@@ -12,7 +12,15 @@ runs in a process of its own (CUPTI's state cannot be fully undone in one), alte
   and from autograd's backward thread, and how CUPTI's clock relates to ``time.perf_counter_ns``;
 - copies of 64 KiB, 1 MiB and 38 MiB in each copy kind, timed by CUPTI here and by torch.profiler in
   a process of its own;
-- coexistence: torch.profiler started while pinprof's records are on, and the other way round.
+- coexistence: torch.profiler started while pinprof's records are on, and the other way round;
+- boundaries without latency timestamps (``mk_cudaevent``, ``records_cudaevent``): CUDA_EVENT records
+  on, latency timestamps off, one CUDA event recorded a step. Its record's correlation id is the
+  order of that moment among every launch of the process, so a step's kernels would be those whose
+  ids fall between two boundaries: what pinprof now reads from each kernel's ``queued`` time, which
+  needs latency timestamps (their cost per launch is ``mk_latency`` less ``mk``). The check counts
+  the kernels between consecutive boundaries of a loop whose backward runs on autograd's thread.
+
+``--only CFG ...`` runs just those configurations (the cost ones over ``--rounds``, the others once).
 
 Prints one JSON line per configuration and a summary; writes the raw records of the ``records``
 configuration to ``$OUT/cupti_records.json``.
@@ -89,6 +97,9 @@ def extract(a: Any) -> dict[str, Any]:
     elif k == cupti.ActivityKind.EXTERNAL_CORRELATION:
         for f in ("correlation_id", "external_id", "external_kind"):
             d[f] = int(getattr(a, f))
+    elif k.name == "CUDA_EVENT":
+        for f in ("correlation_id", "stream_id", "event_id", "device_timestamp", "cuda_event_sync_id"):
+            d[f] = int(getattr(a, f, -1))
     elif k == cupti.ActivityKind.MEMSET:
         for f in ("start", "end", "bytes", "stream_id", "correlation_id"):
             d[f] = int(getattr(a, f))
@@ -112,6 +123,8 @@ def enable(config: str, sink: Sink) -> list[str]:
         kinds.append(A.DRIVER)
     if "ext" in config:
         kinds.append(A.EXTERNAL_CORRELATION)
+    if "cudaevent" in config:
+        kinds.append(A.CUDA_EVENT)
     try:
         cupti.activity_register_callbacks(sink.requested, sink.completed)
     except Exception as e:
@@ -126,6 +139,11 @@ def enable(config: str, sink: Sink) -> list[str]:
             cupti.activity_enable_latency_timestamps(1)
         except Exception as e:
             errors.append(f"latency: {type(e).__name__}: {e}")
+    if "cudaevent" in config and config.startswith("records"):
+        try:  # CUDA 12.8 and later: the device's time of each event record
+            cupti.activity_enable_cuda_event_device_timestamps(1)
+        except Exception as e:
+            errors.append(f"cuda event device timestamps: {type(e).__name__}: {e}")
     if "selective" in config:
         keep = set(cbids(("Memcpy", "LaunchKernel"), cupti.runtime_api_trace_cbid))
         n = 0
@@ -142,8 +160,9 @@ def enable(config: str, sink: Sink) -> list[str]:
     return errors
 
 
-def small_loop(n: int, ext: bool = False) -> list[float]:
-    """Host us per iteration, one median per block of 100."""
+def small_loop(n: int, ext: bool = False, boundary: bool = False) -> list[float]:
+    """Host us per iteration, one median per block of 100; ``boundary``: a CUDA event recorded at the
+    start of each iteration, as a step boundary would be."""
     import torch
 
     from_cupti = None
@@ -154,10 +173,13 @@ def small_loop(n: int, ext: bool = False) -> list[float]:
     dev = torch.device("cuda")
     src = torch.randint(0, 255, (64 * KiB,), dtype=torch.uint8).pin_memory()
     side = torch.cuda.Stream()
+    mark = torch.cuda.Event() if boundary else None
     blocks: list[float] = []
     per: list[float] = []
     for i in range(n):
         t0 = _now()
+        if mark is not None:
+            mark.record()
         if from_cupti is not None:
             from_cupti.activity_push_external_correlation_id(from_cupti.ExternalCorrelationKind.CUSTOM0, i + 1)
         with torch.cuda.stream(side):
@@ -250,6 +272,47 @@ def copies_and_launches(sink: Sink) -> dict[str, Any]:
     return {"log": log}
 
 
+def boundary_steps(steps: int = 30) -> None:
+    """Training-like steps (forward on this thread, backward on autograd's), a CUDA event recorded
+    at each step's start and after the last: the boundaries ``boundary_check`` reads."""
+    import torch
+
+    dev = torch.device("cuda")
+    w = torch.randn(512, 512, device=dev, requires_grad=True)
+    a = torch.randn(256, 512, device=dev)
+    mark = torch.cuda.Event()
+    for _ in range(steps):
+        mark.record()
+        y = (a @ w).relu().sum()
+        y.backward()
+    mark.record()
+    torch.cuda.synchronize()
+
+
+def boundary_check(recs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    """Kernels between consecutive boundaries, by correlation id: the boundaries are the records of
+    the one event recorded ``steps + 1`` times. Equal counts a step (and none left between the
+    steps) say the ids order every launch, autograd's thread's too."""
+    events = [r for r in recs if r["kind"] == "CUDA_EVENT"]
+    by_id: dict[int, list[int]] = {}
+    for r in events:
+        by_id.setdefault(r["event_id"], []).append(r["correlation_id"])
+    ours = [k for k, v in by_id.items() if len(v) == steps + 1]
+    out: dict[str, Any] = {"cuda_event_records": len(events), "event_ids": len(by_id)}
+    if len(ours) != 1:
+        out["boundary"] = f"no single event id recorded {steps + 1} times ({sorted(len(v) for v in by_id.values())})"
+        return out
+    bounds = sorted(by_id[ours[0]])
+    kern = sorted(r["correlation_id"] for r in recs if r["kind"] == "CONCURRENT_KERNEL")
+    counts = [sum(1 for c in kern if lo < c < hi) for lo, hi in itertools.pairwise(bounds)]
+    out["kernels_per_step"] = counts
+    out["kernels_inside"] = sum(counts)
+    out["kernels_in_run"] = sum(1 for c in kern if bounds[0] < c < bounds[-1])
+    stamps = sorted(r["device_timestamp"] for r in events if r["event_id"] == ours[0] and r["device_timestamp"] > 0)
+    out["device_timestamps"] = len(stamps)
+    return out
+
+
 def child(config: str, n: int) -> dict[str, Any]:
     import torch
 
@@ -275,12 +338,15 @@ def child(config: str, n: int) -> dict[str, Any]:
         res["errors"] = enable(config, sink)
         res["clock0"] = clock_pairs()
     if config not in ("none",) and not config.startswith("kineto_first"):
-        small_loop(300, ext="ext" in config)  # warm-up
-        res["blocks_us"] = small_loop(n, ext="ext" in config)
+        boundary = "cudaevent" in config
+        small_loop(300, ext="ext" in config, boundary=boundary)  # warm-up
+        res["blocks_us"] = small_loop(n, ext="ext" in config, boundary=boundary)
     elif config == "none":
         small_loop(300)
         res["blocks_us"] = small_loop(n)
-    if config.startswith("records"):
+    if config == "records_cudaevent":
+        boundary_steps()
+    elif config.startswith("records"):
         res.update(copies_and_launches(sink))
     if config.startswith("kineto_after"):
         from torch.profiler import ProfilerActivity, profile
@@ -337,7 +403,9 @@ def child(config: str, n: int) -> dict[str, Any]:
         mem = [r for r in sink.recs if r["kind"] == "MEMCPY"]
         if mem:
             res["memcpy_example"] = mem[len(mem) // 2]
-        if config.startswith("records"):
+        if config == "records_cudaevent":
+            res["boundaries"] = boundary_check(sink.recs, 30)
+        elif config.startswith("records"):
             res["records"] = sink.recs
     if res.get("blocks_us"):
         res["us_per_iter"] = statistics.median(res["blocks_us"])
@@ -447,6 +515,7 @@ def main() -> None:
     ap.add_argument("--child", help="run one configuration in this process")
     ap.add_argument("--n", type=int, default=2000, help="timed iterations per configuration (default 2000)")
     ap.add_argument("--rounds", type=int, default=2, help="alternated rounds of the cost configurations (default 2)")
+    ap.add_argument("--only", nargs="+", metavar="CFG", help="run just these configurations (default: all)")
     args = ap.parse_args()
     out = os.environ.get("OUT", "/tmp")
     if args.child == "kineto_copies":
@@ -463,8 +532,22 @@ def main() -> None:
         "mk_latency_selective",
         "mk_latency_driver_runtime",
         "mk_latency_ext",
+        "mk_cudaevent",
     ]
-    others = ["records_latency_runtime", "kineto_copies", "kineto_after", "kineto_after_release", "kineto_first"]
+    others = [
+        "records_latency_runtime",
+        "records_cudaevent",
+        "kineto_copies",
+        "kineto_after",
+        "kineto_after_release",
+        "kineto_first",
+    ]
+    if args.only:
+        unknown = [c for c in args.only if c not in costs and c not in others]
+        if unknown:
+            raise SystemExit(f"--only: unknown configuration(s) {unknown}; known: {costs + others}")
+        costs = [c for c in costs if c in args.only]
+        others = [c for c in others if c in args.only]
     nsys = os.environ.get("PINPROF_NSYS")
     results: dict[str, list[dict[str, Any]]] = {}
 
@@ -513,6 +596,8 @@ def main() -> None:
         v = [r.get("us_per_iter", float("nan")) for r in results.get(cfg, [])]
         extra = [x - b for x, b in zip(v, base)]
         print(f"  {cfg:<28} {' '.join(f'{x:7.2f}' for x in v)}   minus none: {' '.join(f'{x:6.2f}' for x in extra)}")
+    for r in results.get("records_cudaevent", []):
+        print(f"boundaries by correlation id (records_cudaevent): {json.dumps(r.get('boundaries'))}")
     rec = results.get("records_latency_runtime", [{}])[0]
     check_launch_windows(rec)
     summarize_copies(rec.get("records", []), results.get("kineto_copies", [{}])[0].get("rows", []))

@@ -186,6 +186,10 @@ log="$OUT/gpu_check.log"
       # What CUPTI's Activity API gives and costs in a torch process (scripts/cupti_probe.py).
       cupti-probe) python3 -m pip show nvidia-cuda-cupti cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
                    timeout 420 python3 scripts/cupti_probe.py ;;
+      # What latency timestamps cost a launch (mk_latency less mk), and whether CUDA_EVENT records'
+      # correlation ids could bound a step's kernels without them (records_cudaevent).
+      cupti-boundary) timeout 300 python3 scripts/cupti_probe.py --rounds ${PROBE_ROUNDS:-3} \
+                        --only none mk mk_latency mk_cudaevent records_cudaevent ;;
       bandwidth) timeout 240 python3 -m profiler bandwidth --out "$OUT/bandwidth" ;;
       nsys) timeout 180 bash scripts/nsys_profile.sh "$OUT/nsys"
             # A small loop of both modes, 12 batches each: every batch's memcpy record must come back.
