@@ -213,6 +213,47 @@ def test_the_lightning_callback_gets_the_same_rows(tmp_path: Path) -> None:
     assert seen["pattern"] == "fetch-ahead" and seen["fetched_unused"] == 1
 
 
+def test_two_loaders_zipped_each_get_the_step_their_batches_share(tmp_path: Path) -> None:
+    """``zip(first, second)``: both batches of a step are that step's. The second loader's rows began
+    where the first's closed (at the step), so they held only the tail after it: 0.05 ms batches with a
+    step's compute, read as loader bound ("raise num_workers"). Each row now holds its own batch's
+    step, and a slow second loader is the one found input bound."""
+    out = tmp_path / "even"
+    run = profile(out, str(SCRIPTS / "zipped_loaders.py"), "--steps", "9", "--unit-ms", str(UNIT_MS))
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    first, second = (tl[tl.scenario.str.startswith(name)].reset_index(drop=True) for name in ("Items", "Labels"))
+    assert len(first) == len(second) == 9
+    for rows in (first, second):
+        for b in range(1, 9):
+            k = b % 3 + 1
+            got = float(rows.compute_ms.iloc[b])
+            assert k * UNIT_MS - 1 <= got <= k * UNIT_MS + 0.75 * UNIT_MS, (b, k, list(rows.compute_ms.round(1)))
+        assert (rows.batch_ms >= rows.compute_ms).all(), list(zip(rows.batch_ms, rows.compute_ms))
+    # the same steps: the second's rows as long as the first's, less the first's own fetch
+    assert ((first.batch_ms - second.batch_ms).abs() < 0.25 * UNIT_MS).all()
+    verdicts = json.loads((out / "summary.json").read_text())
+    assert verdicts["Labels/bs8/w0/verdict"] != "loader_bound", verdicts
+
+    out = tmp_path / "slow"
+    run = profile(
+        out,
+        str(SCRIPTS / "zipped_loaders.py"),
+        "--steps",
+        "9",
+        "--unit-ms",
+        str(UNIT_MS),
+        "--slow",
+        "second",
+        "--io-ms",
+        "10",
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    verdicts = json.loads((out / "summary.json").read_text())
+    assert verdicts["Labels/bs8/w0/verdict"] == "loader_bound", verdicts
+    assert verdicts["Items/bs8/w0/verdict"] != "loader_bound", verdicts
+
+
 def _loop(order: str, steps: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Six batches of a tiny in-process loop in ``order`` (``plain`` or ``ahead``: batch n+1 fetched
     before batch n is copied), with an optimizer step per batch or none; the session's timeline."""
