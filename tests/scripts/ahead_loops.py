@@ -1,7 +1,7 @@
 """Training loops as frameworks run them, each step's time set by its own batch (tests/test_in_flight.py,
 and on a GPU through scripts/gpu_check.sh). Nothing of pinprof in it.
 
-    python tests/scripts/ahead_loops.py --loop accelerate|fetch-ahead|prefetcher|plain|timm
+    python tests/scripts/ahead_loops.py --loop accelerate|fetch-ahead|prefetcher|plain|timm|zipped
         [--batches 8] [--batch-size 4] [--unit-ms 15] [--matmuls 0] [--non-blocking] [--workers 0] [--eval]
         [--accumulate N]
 
@@ -15,7 +15,9 @@ Batch b carries k = b % 4 + 1 in every sample (``k``), so a step can read it: it
 - ``fetch-ahead``: the same order written by hand;
 - ``prefetcher``: a device prefetcher (batch n+1 fetched and copied, on a side stream on CUDA, before
   step n), as people write for CUDA;
-- ``timm``: timm's ``PrefetchLoader`` on a CUDA device (its default in timm's train.py).
+- ``timm``: timm's ``PrefetchLoader`` on a CUDA device (its default in timm's train.py);
+- ``zipped``: the plain loop over two loaders zipped, the batch's and one of its k alone (a second
+  scenario, ``Targets``), both copied before the step they share.
 
 With ``--accumulate N`` the Accelerate and timm loops step their optimizer once every N batches
 (gradient accumulation: Accelerate's ``accumulate()``, timm's train.py's own count).
@@ -66,9 +68,24 @@ class Pairs(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return d["x"].view(1, FEATURES, 1), d["k"]  # an image's shape: timm normalizes by channel
 
 
+class Targets(Dataset[torch.Tensor]):
+    """Each sample's k alone: the second loader of ``--loop zipped``."""
+
+    def __init__(self, items: Items) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.items[i]["k"]
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--loop", choices=["plain", "accelerate", "fetch-ahead", "prefetcher", "timm"], required=True)
+    p.add_argument(
+        "--loop", choices=["plain", "accelerate", "fetch-ahead", "prefetcher", "timm", "zipped"], required=True
+    )
     p.add_argument("--batches", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--unit-ms", type=float, default=None)
@@ -145,6 +162,13 @@ def main() -> None:
             step(cur)
             steps += 1
             cur = nxt
+    elif args.loop == "zipped":
+        targets = DataLoader(Targets(items), batch_size=args.batch_size, num_workers=args.workers, pin_memory=pin)
+        for batch, k in zip(loader, targets):
+            batch = to_dev(batch)
+            k.to(dev, non_blocking=args.non_blocking)
+            step(batch)
+            steps += 1
     elif args.loop == "prefetcher":
         for batch in prefetched(loader, to_dev, dev):
             step(batch)
