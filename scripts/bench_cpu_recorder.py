@@ -18,7 +18,7 @@ that evict their code and data from the caches, where a tight loop keeps them.
 
     python scripts/bench_cpu_recorder.py --baseline PATH [--rounds 5]   (PATH: git worktree add PATH <commit>)
     python scripts/bench_cpu_recorder.py --baseline PATH --script python SCRIPT ARGS   (a real loop, below)
-    python scripts/bench_cpu_recorder.py --per-call   (a .to() hook's cost against what pinprof_ms counts of it)
+    python scripts/bench_cpu_recorder.py --per-call   (a .to() hook's cost against what pinprof_ms counts of it; a backward hook's)
     python scripts/bench_cpu_recorder.py --gc   (what the garbage-collection watch adds to each collection)
     python scripts/bench_cpu_recorder.py --gc-count SCRIPT [ARGS...]   (how many collections a script's loop makes)
 """
@@ -189,7 +189,8 @@ def _hooks_accelerate(n: int) -> tuple[float, float]:
 
 def per_call(calls: int = 2000) -> None:
     """One ``.to()`` hook from outside (hooked against the original, in one batch) and what
-    ``pinprof_ms`` counts of it: the difference is what no clock inside the hook sees."""
+    ``pinprof_ms`` counts of it: the difference is what no clock inside the hook sees. Then the
+    ``backward`` hook's own cost, around an original that does nothing."""
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -215,6 +216,23 @@ def per_call(calls: int = 2000) -> None:
             print(
                 f"a .to() hook: {hooked - bare:.2f} us from outside (hooked {hooked:.2f}, original {bare:.2f}), pinprof_ms counts {counted:.2f} us"
             )
+            # The backward hook around a stand-in original that does nothing: a real backward's own
+            # time (tens of us, drifting) would hide the hook's few.
+            back = auto_hooks._ORIGINAL["backward"]
+            auto_hooks._ORIGINAL["backward"] = nothing = lambda *a, **k: None
+            took: dict[str, list[float]] = {"hooked": [], "original": []}
+            try:
+                for _ in range(5):
+                    for name, fn in (("hooked", torch.autograd.backward), ("original", nothing)):
+                        t0 = time.perf_counter_ns()
+                        for _ in range(calls):
+                            fn(b)
+                        took[name].append((time.perf_counter_ns() - t0) / calls / 1e3)
+            finally:
+                auto_hooks._ORIGINAL["backward"] = back
+            hooked, bare = statistics.median(took["hooked"]), statistics.median(took["original"])
+            print(f"a backward hook: {hooked - bare:.2f} us from outside, the original taken as nothing")
+            break
     finally:
         auto_hooks.stop()
         s.close()

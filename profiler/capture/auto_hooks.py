@@ -1,7 +1,8 @@
 """The hooks of an automatic profile (``pinprof profile``): patched onto torch while a session runs.
 
 ``start(session)`` replaces ``_BaseDataLoaderIter.__next__`` (every DataLoader iterator, single- or
-multi-process) and ``Tensor.to`` / ``Tensor.cuda`` / ``Tensor.copy_`` / ``Tensor.pin_memory``;
+multi-process), ``Tensor.to`` / ``Tensor.cuda`` / ``Tensor.copy_`` / ``Tensor.pin_memory`` and
+``torch.autograd.backward``;
 ``stop()`` puts the originals back. Outside a session nothing is patched, so nothing is paid.
 
 While patched, a call pays one global read and a test or two before the original runs, unless it is
@@ -52,6 +53,7 @@ def start(session: AutoSession) -> None:
         cuda=torch.Tensor.cuda,
         copy_=torch.Tensor.copy_,
         pin_memory=torch.Tensor.pin_memory,
+        backward=torch.autograd.backward,
     )
     _session, failure = session, None
     _Iter.__next__ = _next  # type: ignore[method-assign,assignment]
@@ -59,6 +61,7 @@ def start(session: AutoSession) -> None:
     torch.Tensor.cuda = _cuda  # type: ignore[method-assign,assignment]
     torch.Tensor.copy_ = _copy_  # type: ignore[method-assign,assignment]
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign,assignment]
+    torch.autograd.backward = _backward  # Tensor.backward calls it by this name
     _LAZY._allowed_methods.extend(WRAPPERS)
     # Every optimizer's step (Accelerate's, Lightning's and timm's wrap torch's) ends the rows of the
     # batches it consumed: profiler.capture.in_flight.
@@ -82,6 +85,8 @@ def _restore() -> None:
     for name, original in _ORIGINAL.items():
         if name == "next":
             _Iter.__next__ = original  # type: ignore[method-assign]
+        elif name == "backward":
+            torch.autograd.backward = original
         else:
             setattr(torch.Tensor, name, original)
     _ORIGINAL.clear()
@@ -122,6 +127,19 @@ def _stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
     cur = s.cur
     if cur is not None and "own_sum" in cur[1]:  # pinprof_ms: the rows it closed, on the loop's thread
         cur[1]["own_sum"] += (perf_counter_ns() - t0) / 1e6
+
+
+def _backward(*args: Any, **kwargs: Any) -> Any:
+    """``torch.autograd.backward`` (every ``loss.backward()``): the batch it trains on is marked
+    (``AutoSession.backward``), then the original runs."""
+    s, original = _session, _ORIGINAL.get("backward") or torch.autograd.backward
+    if s is not None and s.flight and get_ident() == s.main:
+        t0 = perf_counter_ns()
+        _guarded(s.backward)
+        cur = s.cur
+        if cur is not None and "own_sum" in cur[1]:  # pinprof_ms
+            cur[1]["own_sum"] += (perf_counter_ns() - t0) / 1e6
+    return original(*args, **kwargs)
 
 
 def _next(it: Any) -> Any:

@@ -344,6 +344,8 @@ class AutoSession:
                 self._close(prof, rec, now, BY_NEXT)
             elif "_tent" in rec:
                 ahead = self._ahead.get(id(prof)) if self._ahead else None
+                if ahead is None:
+                    ahead = rec.get("_trained")  # a hand-written loop that fetches ahead: its backward said so
                 if ahead is not None:
                     # A loader that fetches ahead, and no optimizer step since this batch's tentative
                     # end (an evaluation loop, or gradient accumulation): the next() that gave it that
@@ -392,6 +394,25 @@ class AutoSession:
                     prof._pool.put(old.event)
                 rec["_bump"] = Mark(now, self._mark(prof, rec, self._step_stream))
 
+    def backward(self) -> None:
+        """A backward on the main thread, before the step it feeds: it trains on the newest batch in
+        flight, unless an older batch of the same loader is in flight with no backward of its own
+        (a loop that fetches ahead: the older batch is the one trained on, ``_trained``). A batch
+        trained before the next ``next()``, with no step between (gradient accumulation, or a step
+        that GradScaler skipped), ends at that ``next()`` (``stepped``); one trained after it, at the
+        ``next()`` after its training (``_at_next``), as in the loaders of ``FETCHES_AHEAD``."""
+        prof, rec = self.flight[-1]
+        if "_tent" in rec or rec.get("_stepped"):
+            return
+        for p, older in self.flight[:-1]:
+            if p is prof and "_back" not in older:
+                if "_tent" in older and "_trained" not in older:
+                    # trained after the next() that fetched the batch after it: a loop that fetches
+                    # ahead, its pattern by whether that batch was copied already (_at_next)
+                    older["_trained"] = DEVICE_PREFETCH if rec["copies"] > 0 else FETCH_AHEAD
+                return
+        rec["_back"] = True
+
     def stepped(self) -> None:
         """torch's optimizer step hook: every batch in flight but the newest was consumed by a step
         that has now run, and closes; the newest alone was this step's, unless a step closed rows
@@ -417,6 +438,14 @@ class AutoSession:
         ahead = False  # a batch of the newest's loader came before it: that loader fetches ahead
         before = self._last_close  # where rows had ended before this step closes any
         for prof, rec in self.flight[:-1]:
+            if prof is newest_prof and "_back" in rec and "_tent" in rec and not _used_after_tent(rec):
+                # Trained on (its backward) before the next() after it, and no step came between: a
+                # loop written in order that accumulates gradients, or whose step GradScaler skipped.
+                # Its row ends at that next(). Read as a loop fetching ahead, every later row of a
+                # plain loop held the next batch's step (an accumulation every second batch: rows
+                # of 32, 0.1, 10.4, 0.0 ms for 10, 20, 30, 10; one skipped step shifted all rows after).
+                self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
+                continue
             if prof is newest_prof:
                 ahead = True
                 self.patterns.saw(str(prof.scenario), DEVICE_PREFETCH if newest["copies"] > 0 else FETCH_AHEAD)
@@ -464,7 +493,13 @@ class AutoSession:
         # At a step, a later batch's fetch or copy (``_bump``), else the next batch's fetch in a loader
         # that fetches ahead: none is bumped before the first step, and timm's first accumulated row
         # (--accumulate 2) held the forward before its own.
-        bump: Mark | None = (rec.pop("_bump", None) or ahead) if boundary == BY_STEP else start
+        # A batch trained after its tent (``_trained``: a hand-written loop that fetches ahead) with
+        # neither: its step starts at that tent (the first accumulated row of a device prefetcher,
+        # --accumulate 2, held the batch before's backward too: 124 ms for 81).
+        if boundary == BY_STEP:
+            bump = rec.pop("_bump", None) or ahead or (tent if rec.get("_trained") else None)
+        else:
+            bump = start
         if ahead is not None and ahead is not bump and ahead.event is not None:
             prof._pool.put(ahead.event)
         if boundary == BY_NEXT:
@@ -475,6 +510,8 @@ class AutoSession:
                 self.patterns.saw(str(prof.scenario), PLAIN)
         rec.pop("_ptrs", None)
         rec.pop("_stepped", None)
+        rec.pop("_back", None)
+        rec.pop("_trained", None)
         rec["batch_e"] = end
         # A row closed at a step after the next batch was fetched starts where the previous one ended.
         rec["batch_s"] = max(rec["fetch_s"], min(rec.pop("_since", self._last_close), end))

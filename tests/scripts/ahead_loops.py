@@ -19,8 +19,11 @@ Batch b carries k = b % 4 + 1 in every sample (``k``), so a step can read it: it
 - ``zipped``: the plain loop over two loaders zipped, the batch's and one of its k alone (a second
   scenario, ``Targets``), both copied before the step they share.
 
-With ``--accumulate N`` the Accelerate and timm loops step their optimizer once every N batches
-(gradient accumulation: Accelerate's ``accumulate()``, timm's train.py's own count).
+With ``--accumulate N`` every loop steps its optimizer once every N batches (gradient accumulation:
+Accelerate's ``accumulate()``, timm's train.py's own count, the others' a count of their own);
+``--skip B,...`` skips the step of those batches in the loops written by hand (plain, fetch-ahead,
+prefetcher), as GradScaler skips a step whose gradients overflowed (common in a run's first steps,
+while it finds its scale).
 
 With ``--eval`` each loop evaluates instead: the step is the forward under ``torch.no_grad()``, with
 no backward and no optimizer step (rows then end at a ``next()``).
@@ -93,7 +96,8 @@ def main() -> None:
     p.add_argument("--non-blocking", action="store_true")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--eval", action="store_true", help="the forward alone: no backward, no optimizer step")
-    p.add_argument("--accumulate", type=int, default=1, help="accelerate, timm: an optimizer step every N batches")
+    p.add_argument("--accumulate", type=int, default=1, help="an optimizer step every N batches")
+    p.add_argument("--skip", default="", help="batches whose optimizer step is skipped, comma-separated")
     args = p.parse_args()
     unit_ms = args.unit_ms if args.unit_ms is not None else (0.0 if args.matmuls else 15.0)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -114,6 +118,9 @@ def main() -> None:
             loss = loss + y[0, 0] * 0
         return loss
 
+    skipped = {int(b) for b in args.skip.split(",") if b}
+    done = [0]  # batches stepped on so far
+
     def step(batch: dict[str, torch.Tensor]) -> None:
         if args.eval:
             with torch.no_grad():
@@ -121,8 +128,10 @@ def main() -> None:
             return
         loss = work(int(batch["k"][0]), batch["x"])
         loss.backward()
-        opt.step()
-        opt.zero_grad()
+        done[0] += 1
+        if done[0] % args.accumulate == 0 and done[0] - 1 not in skipped:
+            opt.step()
+            opt.zero_grad()
 
     def to_dev(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {key: v.to(dev, non_blocking=args.non_blocking) for key, v in batch.items()}
