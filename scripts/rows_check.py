@@ -5,7 +5,8 @@ k x M matmuls of 2048 x 2048 (k = b % 4 + 1, read from batch b), against CUPTI's
 The scripts are the test scripts (``tests/scripts/ahead_loops.py``: plain, Accelerate blocking and
 ``non_blocking``, timm's ``PrefetchLoader``, a hand-written prefetcher, Accelerate's and timm's loaders
 in evaluation loops (``--eval``) and with gradient accumulation (``--accumulate 2``), two loaders
-zipped (``--loop zipped``: both loaders' rows are judged);
+zipped (``--loop zipped``: both loaders' rows are judged), hand-written loops with gradient
+accumulation or skipped steps (``--accumulate 2``, ``--skip``);
 ``tests/scripts/lightning_fit.py --iterable`` and ``--val``), run unmodified under ``pinprof profile``.
 One unit's kernel time comes from torch.profiler's CUPTI records of the same matmuls in this process
 (median of 20 units, after a warm-up). Per loop it prints, over the rows after the first four: the median and the worst of
@@ -47,6 +48,10 @@ LOOPS = {
     "timm-accum": ["tests/scripts/ahead_loops.py", "--loop", "timm", "--accumulate", "2"],
     # two loaders zipped: each loader's rows (both /bs64/) hold the step their batches share
     "zipped": ["tests/scripts/ahead_loops.py", "--loop", "zipped"],
+    # hand-written loops with a step every second batch, and steps skipped as GradScaler skips them
+    "plain-accum": ["tests/scripts/ahead_loops.py", "--loop", "plain", "--accumulate", "2"],
+    "prefetcher-accum": ["tests/scripts/ahead_loops.py", "--loop", "prefetcher", "--non-blocking", "--accumulate", "2"],
+    "plain-skip": ["tests/scripts/ahead_loops.py", "--loop", "plain", "--skip", "5,6,11"],
 }
 
 BATCH_SIZE = 64  # every loop's training batch: its loader's scenario name holds /bs64/ (a validation loader's another)
