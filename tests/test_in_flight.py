@@ -138,16 +138,17 @@ def test_gradient_accumulation_over_a_framework_loader_that_fetches_ahead_gets_e
 
 
 @pytest.mark.parametrize("loop", ["plain", "fetch-ahead", "prefetcher"])
-@pytest.mark.parametrize("steps", [("--accumulate", "2"), ("--skip", "2,3,6")])
+@pytest.mark.parametrize("steps", [("--accumulate", "2"), ("--skip", "2,3,6"), ("--accumulate", "2", "--clip")])
 def test_steps_left_out_of_a_hand_written_loop_keep_each_row_on_its_own_batch(
-    tmp_path: Path, loop: str, steps: tuple[str, str]
+    tmp_path: Path, loop: str, steps: tuple[str, ...]
 ) -> None:
     """Gradient accumulation (a step every second batch) and steps GradScaler skips, in loops written
     by hand: each backward says which batch was trained (the newest, or the older batch of a loop that
     fetches ahead), so a batch with no step of its own still ends where its training does. Read as a
     loop fetching ahead, a plain loop's rows held the next batch's step from the first missing step on
     (``--accumulate 2``: 123, 0, 161, 0 ms for 40, 80, 120, 160), and the others' rows every second
-    batch read 0."""
+    batch read 0. With ``clip_grad_norm_`` (``--clip``), its scalar's ``.to(device)`` on a CPU device
+    is not the batch's copy."""
     out = tmp_path / "r"
     run = profile(out, str(SCRIPTS / "ahead_loops.py"), "--loop", loop, "--unit-ms", str(UNIT_MS), *steps)
     assert run.returncode == 0, run.stderr[-3000:]

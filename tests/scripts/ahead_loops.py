@@ -23,7 +23,8 @@ With ``--accumulate N`` every loop steps its optimizer once every N batches (gra
 Accelerate's ``accumulate()``, timm's train.py's own count, the others' a count of their own);
 ``--skip B,...`` skips the step of those batches in the loops written by hand (plain, fetch-ahead,
 prefetcher), as GradScaler skips a step whose gradients overflowed (common in a run's first steps,
-while it finds its scale).
+while it finds its scale); ``--clip`` clips the gradients' norm before each step, as most training
+scripts do.
 
 With ``--eval`` each loop evaluates instead: the step is the forward under ``torch.no_grad()``, with
 no backward and no optimizer step (rows then end at a ``next()``).
@@ -98,6 +99,7 @@ def main() -> None:
     p.add_argument("--eval", action="store_true", help="the forward alone: no backward, no optimizer step")
     p.add_argument("--accumulate", type=int, default=1, help="an optimizer step every N batches")
     p.add_argument("--skip", default="", help="batches whose optimizer step is skipped, comma-separated")
+    p.add_argument("--clip", action="store_true", help="clip_grad_norm_ before each optimizer step")
     args = p.parse_args()
     unit_ms = args.unit_ms if args.unit_ms is not None else (0.0 if args.matmuls else 15.0)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -130,6 +132,8 @@ def main() -> None:
         loss.backward()
         done[0] += 1
         if done[0] % args.accumulate == 0 and done[0] - 1 not in skipped:
+            if args.clip:
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad()
 
