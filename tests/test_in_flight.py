@@ -189,6 +189,23 @@ def test_a_lightning_fetcher_one_batch_ahead_gets_a_row_per_batch(tmp_path: Path
     assert seen["fetched_unused"] == 1
 
 
+def test_lightning_with_accumulate_grad_batches_keeps_each_row_on_its_own_batch(tmp_path: Path) -> None:
+    """``Trainer(accumulate_grad_batches=2)`` on a sized dataset: Lightning runs the step's closure
+    (forward, backward) for each batch and steps its optimizer every second one. Read as a loop that
+    fetches ahead, rows held 125, 0, 162, 0 ms for 40, 80, 120, 160 (at ``d850128``)."""
+    pytest.importorskip("lightning")
+    out = tmp_path / "r"
+    run = profile(
+        out, str(SCRIPTS / "lightning_fit.py"), "--steps", "4", "--accumulate", "2", "--unit-ms", str(UNIT_MS)
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert len(tl) == 8
+    assert_own_steps(tl, 8)
+    seen = json.loads((out / "meta.json").read_text())["loaders"]["TensorDataset/bs8/w0"]
+    assert seen["pattern"] == "plain"
+
+
 def test_a_lightning_sanity_check_batch_left_in_flight_does_not_shift_the_training_rows(tmp_path: Path) -> None:
     """Lightning's default sanity check runs two validation batches and leaves its loader without a
     StopIteration: its second batch was still in flight at the first optimizer step, and each training

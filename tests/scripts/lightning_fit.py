@@ -1,12 +1,16 @@
 """A tiny Lightning ``Trainer.fit`` (tests/test_profile.py). Nothing of pinprof in it.
 
 python tests/scripts/lightning_fit.py [--steps 6] [--batch-size 8] [--iterable] [--unit-ms 0] [--val]
+    [--accumulate N]
 
 With ``--unit-ms U``, batch b's images carry k = b % 4 + 1 in their first value, and its training
 step sleeps k x U ms: a step whose time is its own batch's (tests/test_in_flight.py).
 
 With ``--val``, a validation loader (batches of 16) and Lightning's default sanity check: two
 validation batches before the first training batch, the second left in flight (no ``StopIteration``).
+
+With ``--accumulate N``, ``accumulate_grad_batches=N``: an optimizer step every N batches (``--steps``
+counts optimizer steps, so N times as many batches run).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ def main() -> None:
     p.add_argument("--unit-ms", type=float, default=0.0, help="step of batch b sleeps (b %% 4 + 1) x this")
     p.add_argument("--val", action="store_true", help="a validation loader, with the default sanity check")
     p.add_argument("--matmuls", type=int, default=0, help="step of batch b runs (b %% 4 + 1) x this matmuls")
+    p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches: an optimizer step every N")
     args = p.parse_args()
     callbacks: list[Any] = []
     if args.callback_out:
@@ -91,6 +96,7 @@ def main() -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=2 if args.val else 0,
+        accumulate_grad_batches=args.accumulate,
         callbacks=callbacks,
     )
     val = DataLoader(TensorDataset(images[:64], data.tensors[1][:64]), batch_size=16) if args.val else None
