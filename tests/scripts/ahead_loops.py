@@ -1,7 +1,7 @@
 """Training loops as frameworks run them, each step's time set by its own batch (tests/test_in_flight.py,
 and on a GPU through scripts/gpu_check.sh). Nothing of pinprof in it.
 
-    python tests/scripts/ahead_loops.py --loop accelerate|fetch-ahead|prefetcher|plain|timm|zipped
+    python tests/scripts/ahead_loops.py --loop accelerate|fetch-ahead|prefetcher|plain|timm|zipped|window
         [--batches 8] [--batch-size 4] [--unit-ms 15] [--matmuls 0] [--non-blocking] [--workers 0] [--eval]
         [--accumulate N]
 
@@ -16,6 +16,8 @@ Batch b carries k = b % 4 + 1 in every sample (``k``), so a step can read it: it
 - ``prefetcher``: a device prefetcher (batch n+1 fetched and copied, on a side stream on CUDA, before
   step n), as people write for CUDA;
 - ``timm``: timm's ``PrefetchLoader`` on a CUDA device (its default in timm's train.py);
+- ``window``: the batches of an accumulation window (``--accumulate N``) fetched first, then each
+  copied and trained on in turn, then one step (as Hugging Face's ``Trainer`` does);
 - ``zipped``: the plain loop over two loaders zipped, the batch's and one of its k alone (a second
   scenario, ``Targets``), both copied before the step they share.
 
@@ -88,7 +90,9 @@ class Targets(Dataset[torch.Tensor]):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument(
-        "--loop", choices=["plain", "accelerate", "fetch-ahead", "prefetcher", "timm", "zipped"], required=True
+        "--loop",
+        choices=["plain", "accelerate", "fetch-ahead", "prefetcher", "timm", "zipped", "window"],
+        required=True,
     )
     p.add_argument("--batches", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=4)
@@ -175,6 +179,12 @@ def main() -> None:
             step(cur)
             steps += 1
             cur = nxt
+    elif args.loop == "window":
+        it = iter(loader)
+        while window := [b for b in (next(it, None) for _ in range(args.accumulate)) if b is not None]:
+            for batch in window:
+                step(to_dev(batch))
+                steps += 1
     elif args.loop == "zipped":
         targets = DataLoader(Targets(items), batch_size=args.batch_size, num_workers=args.workers, pin_memory=pin)
         for batch, k in zip(loader, targets):
