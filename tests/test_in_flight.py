@@ -159,6 +159,30 @@ def test_steps_left_out_of_a_hand_written_loop_keep_each_row_on_its_own_batch(
     assert seen["pattern"] == {"plain": "plain", "fetch-ahead": "fetch-ahead", "prefetcher": "device-prefetch"}[loop]
 
 
+@pytest.mark.parametrize("window", [2, 4])
+def test_a_window_of_batches_fetched_before_any_is_trained_keeps_each_row_on_its_own_batch(
+    tmp_path: Path, window: int
+) -> None:
+    """Hugging Face's Trainer accumulates gradients so: it fetches a window's batches, then trains on
+    each, then steps (``ahead_loops.py --loop window``). Closed at the next ``next()``, the first batch
+    of each window read 0 and the rest held their neighbours' (``--accumulate 2``: 123, 0, 161, 0 ms).
+    Each batch's backward now ends its row. The first window, fetched whole before any backward was
+    seen, is the loop's start-up: with 4 batches its first two rows close at their ``next()``."""
+    out = tmp_path / "r"
+    run = profile(
+        out, str(SCRIPTS / "ahead_loops.py"), "--loop", "window", "--unit-ms", str(UNIT_MS), "--accumulate", str(window)
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert len(tl) == 8
+    first = 0 if window == 2 else window
+    for b in range(max(first, 1), 8):
+        k = b % 4 + 1
+        got = float(tl.compute_ms.iloc[b])
+        assert k * UNIT_MS - 1 <= got <= k * UNIT_MS + 0.75 * UNIT_MS, (b, k, list(tl.compute_ms.round(1)))
+    assert (tl.compute_ms >= 0).all() and (tl.batch_ms >= tl.compute_ms - 1e-6).all()
+
+
 def test_the_caveat_of_rows_one_step_early_is_for_a_framework_loader_read_as_plain() -> None:
     """``pinprof diagnose`` of a folder written before evaluation loops over Accelerate's and timm's
     loaders got their own rows (meta.json: the loop plain) still says that its rows are not per batch;

@@ -133,13 +133,23 @@ def _backward(*args: Any, **kwargs: Any) -> Any:
     """``torch.autograd.backward`` (every ``loss.backward()``): the batch it trains on is marked
     (``AutoSession.backward``), then the original runs."""
     s, original = _session, _ORIGINAL.get("backward") or torch.autograd.backward
-    if s is not None and s.flight and get_ident() == s.main:
-        t0 = perf_counter_ns()
-        _guarded(s.backward)
-        cur = s.cur
-        if cur is not None and "own_sum" in cur[1]:  # pinprof_ms
-            cur[1]["own_sum"] += (perf_counter_ns() - t0) / 1e6
-    return original(*args, **kwargs)
+    if s is None or not s.flight or get_ident() != s.main:
+        return original(*args, **kwargs)
+    t0 = perf_counter_ns()
+    try:
+        rec = s.backward()
+    except Exception as err:
+        _fail(err)
+        return original(*args, **kwargs)
+    t1 = perf_counter_ns()
+    out = original(*args, **kwargs)  # the user's backward; an error of its own propagates
+    t2 = perf_counter_ns()
+    if rec is not None and _session is s:
+        _guarded(s.trained, rec)
+    cur = s.cur
+    if cur is not None and "own_sum" in cur[1]:  # pinprof_ms: the hook's own parts
+        cur[1]["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6
+    return out
 
 
 def _next(it: Any) -> Any:

@@ -192,6 +192,8 @@ class AutoSession:
         self._walked: dict[int, int] = {}  # per loader (its profiler's id): batches whose tensors were read
         self._older: set[int] = set()  # loaders where a copy read a batch older than the newest
         self._ahead: dict[int, str] = {}  # loaders of a framework that fetches ahead: their pattern
+        self._training: set[int] = set()  # loaders (their profiler's id) whose batches a backward trained
+        self._owed: dict[int, int] = {}  # per loader: its batches closed untrained, whose backward may come
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -342,7 +344,16 @@ class AutoSession:
         for prof, rec in self.flight:
             if rec.get("_stepped"):
                 self._close(prof, rec, now, BY_NEXT)
+            elif "_tent" in rec and "_back" not in rec and "_trained" not in rec and id(prof) in self._training:
+                # A loader whose batches are trained, and this one not yet: its training is still to
+                # come (a window of batches fetched before any is trained). Closed here, the first
+                # batch of each window read 0 (tests/scripts/ahead_loops.py --loop window).
+                keep.append((prof, rec))
             elif "_tent" in rec:
+                if "_back" not in rec and "_trained" not in rec and id(prof) not in self._training:
+                    # closed untrained before its loader was seen to train: if a backward comes next,
+                    # it is this batch's (a first window fetched whole; ``backward``)
+                    self._owed[id(prof)] = self._owed.get(id(prof), 0) + 1
                 ahead = self._ahead.get(id(prof)) if self._ahead else None
                 if ahead is None:
                     ahead = rec.get("_trained")  # a hand-written loop that fetches ahead: its backward said so
@@ -394,24 +405,51 @@ class AutoSession:
                     prof._pool.put(old.event)
                 rec["_bump"] = Mark(now, self._mark(prof, rec, self._step_stream))
 
-    def backward(self) -> None:
-        """A backward on the main thread, before the step it feeds: it trains on the newest batch in
-        flight, unless an older batch of the same loader is in flight with no backward of its own
-        (a loop that fetches ahead: the older batch is the one trained on, ``_trained``). A batch
-        trained before the next ``next()``, with no step between (gradient accumulation, or a step
-        that GradScaler skipped), ends at that ``next()`` (``stepped``); one trained after it, at the
-        ``next()`` after its training (``_at_next``), as in the loaders of ``FETCHES_AHEAD``."""
-        prof, rec = self.flight[-1]
-        if "_tent" in rec or rec.get("_stepped"):
-            return
-        for p, older in self.flight[:-1]:
-            if p is prof and "_back" not in older:
-                if "_tent" in older and "_trained" not in older:
-                    # trained after the next() that fetched the batch after it: a loop that fetches
-                    # ahead, its pattern by whether that batch was copied already (_at_next)
-                    older["_trained"] = DEVICE_PREFETCH if rec["copies"] > 0 else FETCH_AHEAD
-                return
-        rec["_back"] = True
+    def backward(self) -> dict[str, Any] | None:
+        """A backward on the main thread, before the step it feeds: it trains on the oldest batch in
+        flight of the newest's loader copied and not trained yet (batches are trained in the order
+        they were fetched). Trained before the ``next()`` after it (``_back``), with no step between (gradient
+        accumulation, or a step that GradScaler skipped), a batch ends at that ``next()``
+        (``stepped``); trained after it (``_trained``: a loop that fetches ahead), at the ``next()``
+        after its training (``_at_next``), as in the loaders of ``FETCHES_AHEAD``; with a later batch
+        trained before the step (a window of batches fetched first, as Hugging Face's Trainer
+        accumulates), at its training's end (``trained``). Returns the batch's record (None: no
+        batch), for ``trained``."""
+        prof, newest = self.flight[-1]
+        key = id(prof)
+        owed = self._owed.get(key, 0)
+        if owed:
+            # A batch of this loader closed at a next() before any backward was seen: this backward
+            # is its (Hugging Face's Trainer fetches a window's batches first; given to the next
+            # batch, every later backward went to the batch after its own).
+            self._owed[key] = owed - 1
+            self._training.add(key)
+            return None
+        for p, rec in self.flight:
+            # A batch not copied yet is not the one trained (a window's later batches are copied as
+            # they are used; the first window's, fetched before any backward was seen, may have been
+            # closed at their next(), and a backward given to the next batch read -81 ms).
+            if p is not prof or "_back" in rec or "_trained" in rec or rec.get("_stepped") or not rec["copies"]:
+                continue
+            if "_tent" in rec:
+                # trained after the next() that fetched the batch after it: a loop that fetches ahead,
+                # its pattern by whether the newest batch was copied already (_at_next)
+                rec["_trained"] = DEVICE_PREFETCH if newest["copies"] > 0 and newest is not rec else FETCH_AHEAD
+            else:
+                rec["_back"] = True
+            self._training.add(id(prof))
+            return rec
+        return None
+
+    def trained(self, rec: dict[str, Any]) -> None:
+        """The backward that trained ``rec`` returned: where its training ends, if a later batch's
+        comes before the step (``stepped``)."""
+        if any(r is rec for _, r in self.flight):
+            prof = next(p for p, r in self.flight if r is rec)
+            old: Mark | None = rec.get("_done")
+            if old is not None and old.event is not None:
+                prof._pool.put(old.event)
+            rec["_done"] = Mark(now_ms(), self._mark(prof, rec))
 
     def stepped(self) -> None:
         """torch's optimizer step hook: every batch in flight but the newest was consumed by a step
@@ -437,7 +475,21 @@ class AutoSession:
         newest_prof, newest = self.flight[-1]
         ahead = False  # a batch of the newest's loader came before it: that loader fetches ahead
         before = self._last_close  # where rows had ended before this step closes any
-        for prof, rec in self.flight[:-1]:
+        after: Mark | None = None  # where the batch trained before it ended its training (a window)
+        for i, (prof, rec) in enumerate(self.flight[:-1]):
+            later_trained = any(p is prof and ("_back" in r or "_trained" in r) for p, r in self.flight[i + 1 :])
+            if prof is newest_prof and "_trained" in rec and "_done" in rec and later_trained:
+                # Trained, and a later batch after it before this step: a window of batches fetched
+                # first (Hugging Face's Trainer, gradient accumulation). Its row ends where its
+                # training did; the next batch's step starts there.
+                done: Mark = rec.pop("_done")
+                if after is not None:
+                    rec["_after"] = after
+                self._close(prof, rec, done.host_ms, BY_STEP, until=done)
+                after = done
+                continue
+            if after is not None and prof is newest_prof and ("_trained" in rec or "_back" in rec):
+                rec["_after"], after = after, None
             if prof is newest_prof and "_back" in rec and "_tent" in rec and not _used_after_tent(rec):
                 # Trained on (its backward) before the next() after it, and no step came between: a
                 # loop written in order that accumulates gradients, or whose step GradScaler skipped.
@@ -457,6 +509,9 @@ class AutoSession:
                 continue
             self._close(prof, rec, now, BY_STEP)
         self.flight = [self.flight[-1]]
+        if after is not None:
+            newest["_after"] = after
+            before = max(before, after.host_ms)  # its window's batches before it ran before it, not beside
         if not ahead and self._fetched_since_step:
             # The others were other loaders' batches: the newest, its loader's only batch, was this
             # step's, as when it is alone. Left for the next step, every training row of a Lightning
@@ -484,12 +539,20 @@ class AutoSession:
         boundary: str,
         at_tent: bool = False,
         start: Mark | None = None,
+        until: Mark | None = None,
     ) -> None:
         """The batch's row ends at ``end`` (host ms): its step timed by the batch's clock, and the row
         committed. ``at_tent``: it ends at its tentative end, whose event marks its compute's end.
         ``start``: where its step starts, for a row closed at a ``next()`` (``_ahead``)."""
         tent: Mark | None = rec.pop("_tent", None)
         ahead: Mark | None = rec.pop("_ahead", None)
+        first_tent = tent  # where a batch trained after it starts its step (below)
+        if until is not None:  # its step ends at ``until`` (a window's batch: its training's end)
+            tent, at_tent = until, True
+        done: Mark | None = rec.pop("_done", None)
+        if done is not None and done.event is not None:
+            prof._pool.put(done.event)
+        after: Mark | None = rec.pop("_after", None)  # the batch before in its window ended training here
         # At a step, a later batch's fetch or copy (``_bump``), else the next batch's fetch in a loader
         # that fetches ahead: none is bumped before the first step, and timm's first accumulated row
         # (--accumulate 2) held the forward before its own.
@@ -497,9 +560,18 @@ class AutoSession:
         # neither: its step starts at that tent (the first accumulated row of a device prefetcher,
         # --accumulate 2, held the batch before's backward too: 124 ms for 81).
         if boundary == BY_STEP:
-            bump = rec.pop("_bump", None) or ahead or (tent if rec.get("_trained") else None)
+            bumped: Mark | None = rec.pop("_bump", None)
+            if until is not None and bumped is not None:
+                # a window's batch: the later batches' fetches and copies ran after its training
+                if bumped.event is not None:
+                    prof._pool.put(bumped.event)
+                bumped = None
+            bump = after or bumped or ahead or (first_tent if rec.get("_trained") else None)
         else:
-            bump = start
+            bump = after or start
+        if first_tent is not None and first_tent is not tent and first_tent is not bump:
+            if first_tent.event is not None:
+                prof._pool.put(first_tent.event)  # replaced by ``until``, and not the step's start
         if ahead is not None and ahead is not bump and ahead.event is not None:
             prof._pool.put(ahead.event)
         if boundary == BY_NEXT:
