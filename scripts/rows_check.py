@@ -52,6 +52,8 @@ LOOPS = {
     "plain-accum": ["tests/scripts/ahead_loops.py", "--loop", "plain", "--accumulate", "2"],
     "prefetcher-accum": ["tests/scripts/ahead_loops.py", "--loop", "prefetcher", "--non-blocking", "--accumulate", "2"],
     "plain-skip": ["tests/scripts/ahead_loops.py", "--loop", "plain", "--skip", "5,6,11"],
+    # a window's batches fetched before any is trained (Hugging Face's Trainer's order)
+    "window": ["tests/scripts/ahead_loops.py", "--loop", "window", "--accumulate", "2"],
     # Lightning with accumulate_grad_batches=2 (--steps counts optimizer steps: twice the batches)
     "lightning-accum": ["tests/scripts/lightning_fit.py", "--accumulate", "2"],
 }

@@ -2,9 +2,8 @@
 sleeping k x ``--unit-ms`` with k = b % 4 + 1 for the b-th batch fetched, whatever the sampler's
 order. Nothing of pinprof in it; needs ``transformers`` (not among the test extras).
 
-A known gap (reports/README.md, twenty-fourth session): with ``--accumulate 2`` the Trainer fetches
-both batches of an accumulation window before it trains on either, and pinprof's rows of the first
-batch of each window read 0 ms of compute.
+With ``--accumulate N`` the Trainer fetches all N batches of a window before it trains on any
+(reports/README.md, twenty-fourth session, has pinprof's rows of it).
 
     python tests/scripts/hf_trainer.py [--accumulate 1] [--batches 8] [--unit-ms 40]
 """
