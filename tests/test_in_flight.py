@@ -183,6 +183,24 @@ def test_a_window_of_batches_fetched_before_any_is_trained_keeps_each_row_on_its
     assert (tl.compute_ms >= 0).all() and (tl.batch_ms >= tl.compute_ms - 1e-6).all()
 
 
+def test_a_batch_passed_over_before_its_copy_ends_at_its_next(tmp_path: Path) -> None:
+    """A plain loop that drops a bad batch before copying it: the batch's row ends at the next()
+    after it, and the next batch keeps its own step (not read as a loop fetching ahead)."""
+    out = tmp_path / "r"
+    run = profile(
+        out, str(SCRIPTS / "ahead_loops.py"), "--loop", "plain", "--unit-ms", str(UNIT_MS), "--pass-over", "3"
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert len(tl) == 8 and tl.copies.iloc[3] == 0 and float(tl.compute_ms.iloc[3]) < 0.25 * UNIT_MS
+    for b in (1, 2, 4, 5, 6, 7):
+        k = b % 4 + 1
+        got = float(tl.compute_ms.iloc[b])
+        assert k * UNIT_MS - 1 <= got <= k * UNIT_MS + 0.75 * UNIT_MS, (b, k, list(tl.compute_ms.round(1)))
+    (seen,) = json.loads((out / "meta.json").read_text())["loaders"].values()
+    assert seen["pattern"] == "plain"
+
+
 def test_the_caveat_of_rows_one_step_early_is_for_a_framework_loader_read_as_plain() -> None:
     """``pinprof diagnose`` of a folder written before evaluation loops over Accelerate's and timm's
     loaders got their own rows (meta.json: the loop plain) still says that its rows are not per batch;

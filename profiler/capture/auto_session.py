@@ -444,12 +444,19 @@ class AutoSession:
     def trained(self, rec: dict[str, Any]) -> None:
         """The backward that trained ``rec`` returned: where its training ends, if a later batch's
         comes before the step (``stepped``)."""
-        if any(r is rec for _, r in self.flight):
-            prof = next(p for p, r in self.flight if r is rec)
-            old: Mark | None = rec.get("_done")
+        prof = next((p for p, r in self.flight if r is rec), None)
+        if prof is None:
+            return
+        for key in ("_done", "_twin"):  # a second backward of the batch: the last one counts
+            old: Mark | None = rec.pop(key, None)
             if old is not None and old.event is not None:
                 prof._pool.put(old.event)
-            rec["_done"] = Mark(now_ms(), self._mark(prof, rec))
+        now = now_ms()
+        rec["_done"] = Mark(now, self._mark(prof, rec))
+        if rec["_done"].event is not None:
+            # On the events clock, a second event of the same moment for the next batch's step start:
+            # a row's events go back to the pool once read, so two rows never share one.
+            rec["_twin"] = Mark(now, self._mark(prof, rec))
 
     def stepped(self) -> None:
         """torch's optimizer step hook: every batch in flight but the newest was consumed by a step
@@ -483,13 +490,26 @@ class AutoSession:
                 # first (Hugging Face's Trainer, gradient accumulation). Its row ends where its
                 # training did; the next batch's step starts there.
                 done: Mark = rec.pop("_done")
+                twin: Mark | None = rec.pop("_twin", None)
                 if after is not None:
                     rec["_after"] = after
                 self._close(prof, rec, done.host_ms, BY_STEP, until=done)
-                after = done
+                after = twin or Mark(done.host_ms, None)
                 continue
             if after is not None and prof is newest_prof and ("_trained" in rec or "_back" in rec):
                 rec["_after"], after = after, None
+            if (
+                prof is newest_prof
+                and later_trained
+                and "_back" not in rec
+                and "_trained" not in rec
+                and "_tent" in rec
+                and not _used_after_tent(rec)
+            ):
+                # Not trained, and a later batch of its loader was: passed over (a loop that skips a
+                # bad batch). Its row ends at the next() after it, not with the later batch's step.
+                self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
+                continue
             if prof is newest_prof and "_back" in rec and "_tent" in rec and not _used_after_tent(rec):
                 # Trained on (its backward) before the next() after it, and no step came between: a
                 # loop written in order that accumulates gradients, or whose step GradScaler skipped.
@@ -549,9 +569,10 @@ class AutoSession:
         first_tent = tent  # where a batch trained after it starts its step (below)
         if until is not None:  # its step ends at ``until`` (a window's batch: its training's end)
             tent, at_tent = until, True
-        done: Mark | None = rec.pop("_done", None)
-        if done is not None and done.event is not None:
-            prof._pool.put(done.event)
+        for key in ("_done", "_twin"):  # a training end not used as this row's end
+            left: Mark | None = rec.pop(key, None)
+            if left is not None and left.event is not None:
+                prof._pool.put(left.event)
         after: Mark | None = rec.pop("_after", None)  # the batch before in its window ended training here
         # At a step, a later batch's fetch or copy (``_bump``), else the next batch's fetch in a loader
         # that fetches ahead: none is bumped before the first step, and timm's first accumulated row

@@ -26,7 +26,7 @@ Accelerate's ``accumulate()``, timm's train.py's own count, the others' a count 
 ``--skip B,...`` skips the step of those batches in the loops written by hand (plain, fetch-ahead,
 prefetcher), as GradScaler skips a step whose gradients overflowed (common in a run's first steps,
 while it finds its scale); ``--clip`` clips the gradients' norm before each step, as most training
-scripts do.
+scripts do; ``--pass-over B,...`` makes the plain loop drop those batches before their copy.
 
 With ``--eval`` each loop evaluates instead: the step is the forward under ``torch.no_grad()``, with
 no backward and no optimizer step (rows then end at a ``next()``).
@@ -104,6 +104,7 @@ def main() -> None:
     p.add_argument("--accumulate", type=int, default=1, help="an optimizer step every N batches")
     p.add_argument("--skip", default="", help="batches whose optimizer step is skipped, comma-separated")
     p.add_argument("--clip", action="store_true", help="clip_grad_norm_ before each optimizer step")
+    p.add_argument("--pass-over", default="", help="plain: batches passed over before their copy, comma-separated")
     args = p.parse_args()
     unit_ms = args.unit_ms if args.unit_ms is not None else (0.0 if args.matmuls else 15.0)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -146,8 +147,11 @@ def main() -> None:
 
     loader: Any = DataLoader(items, batch_size=args.batch_size, num_workers=args.workers, pin_memory=pin)
     steps = 0
+    passed = {int(b) for b in args.pass_over.split(",") if b}
     if args.loop == "plain":
-        for batch in loader:
+        for b, batch in enumerate(loader):
+            if b in passed:  # a bad batch, dropped before it is copied
+                continue
             step(to_dev(batch))
             steps += 1
     elif args.loop == "accelerate":
