@@ -40,6 +40,7 @@ _ORIGINAL: dict[str, Any] = {}
 _session: AutoSession | None = None
 _step_hook: Any = None  # the handle of torch's global optimizer step post-hook, while patched
 failure: str | None = None  # the internal error that stopped the last session, if one did
+_in_backward = False  # the main thread is inside a backward the hook let through
 
 
 def start(session: AutoSession) -> None:
@@ -132,8 +133,11 @@ def _stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
 def _backward(*args: Any, **kwargs: Any) -> Any:
     """``torch.autograd.backward`` (every ``loss.backward()``): the batch it trains on is marked
     (``AutoSession.backward``), then the original runs."""
+    global _in_backward
     s, original = _session, _ORIGINAL.get("backward") or torch.autograd.backward
-    if s is None or not s.flight or get_ident() != s.main:
+    if s is None or not s.flight or get_ident() != s.main or _in_backward:
+        # _in_backward: a backward run inside one (reentrant activation checkpointing recomputes and
+        # backpropagates its segment so, on the main thread on a CPU device) is the same batch's
         return original(*args, **kwargs)
     t0 = perf_counter_ns()
     try:
@@ -142,7 +146,11 @@ def _backward(*args: Any, **kwargs: Any) -> Any:
         _fail(err)
         return original(*args, **kwargs)
     t1 = perf_counter_ns()
-    out = original(*args, **kwargs)  # the user's backward; an error of its own propagates
+    _in_backward = True
+    try:
+        out = original(*args, **kwargs)  # the user's backward; an error of its own propagates
+    finally:
+        _in_backward = False
     t2 = perf_counter_ns()
     if rec is not None and _session is s:
         _guarded(s.trained, rec)
