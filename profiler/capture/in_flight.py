@@ -13,8 +13,11 @@ hand does these in order, so one ``next()`` to the next is one batch. Frameworks
 So a copy belongs to the batch whose tensors it reads (``owner``: the storages of each batch in
 flight, looked up newest first, since a freed batch's address may be reused by the next), and a step
 to the batch it consumes: torch's global optimizer step hook closes every batch in flight but the
-newest (``AutoSession.stepped``). Loops with no optimizer (validation, inference) keep ``next()`` as
-the boundary. ``Patterns`` counts what each loader did, for ``meta.json`` and the report.
+newest (``AutoSession.stepped``), unless a backward said otherwise (``AutoSession.backward``: a batch
+trained before the ``next()`` after it, with no step since, ends at that ``next()``; one of a window
+trained before a later one, where its training ended). Loops with no optimizer (validation,
+inference) keep ``next()`` as the boundary. ``Patterns`` counts what each loader did, for
+``meta.json`` and the report.
 """
 
 from __future__ import annotations
