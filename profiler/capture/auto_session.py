@@ -131,6 +131,18 @@ def _step_by_host(rec: dict[str, Any], end: float, bump: Mark | None) -> None:
     rec["comp_sum"] = rec["comp_e"] - rec["comp_s"]
 
 
+def _trained(rec: dict[str, Any]) -> bool:
+    """Whether a backward trained the batch (``AutoSession.backward``: ``_back`` before the ``next()``
+    after it, ``_trained`` after)."""
+    return "_back" in rec or "_trained" in rec
+
+
+def _release(prof: TransferProfiler, mark: Mark | None) -> None:
+    """A mark that times nothing: its CUDA event (if any) back to the profiler's pool."""
+    if mark is not None and mark.event is not None:
+        prof._pool.put(mark.event)
+
+
 def _used_after_tent(rec: dict[str, Any]) -> bool:
     """Whether the batch was copied after the ``next()`` that gave it its tentative end (``_tent``):
     it was still in use then, and that ``next()`` is not where its row ends."""
@@ -344,15 +356,16 @@ class AutoSession:
         for prof, rec in self.flight:
             if rec.get("_stepped"):
                 self._close(prof, rec, now, BY_NEXT)
-            elif "_tent" in rec and "_back" not in rec and "_trained" not in rec and id(prof) in self._training:
+            elif "_tent" in rec and not _trained(rec) and id(prof) in self._training:
                 # A loader whose batches are trained, and this one not yet: its training is still to
                 # come (a window of batches fetched before any is trained). Closed here, the first
                 # batch of each window read 0 (tests/scripts/ahead_loops.py --loop window).
                 keep.append((prof, rec))
             elif "_tent" in rec:
-                if "_back" not in rec and "_trained" not in rec and id(prof) not in self._training:
-                    # closed untrained before its loader was seen to train: if a backward comes next,
-                    # it is this batch's (a first window fetched whole; ``backward``)
+                if not _trained(rec):
+                    # closed untrained, its loader not seen to train (the branch above keeps the
+                    # others): if a backward comes next, it is this batch's (a first window fetched
+                    # whole; ``backward``)
                     self._owed[id(prof)] = self._owed.get(id(prof), 0) + 1
                 ahead = self._ahead.get(id(prof)) if self._ahead else None
                 if ahead is None:
@@ -400,9 +413,7 @@ class AutoSession:
             if rec is newer:
                 break  # only the batches fetched before it
             if not rec.get("_stepped"):
-                old: Mark | None = rec.get("_bump")
-                if old is not None and old.event is not None:
-                    prof._pool.put(old.event)
+                _release(prof, rec.get("_bump"))
                 rec["_bump"] = Mark(now, self._mark(prof, rec, self._step_stream))
 
     def backward(self) -> dict[str, Any] | None:
@@ -429,7 +440,7 @@ class AutoSession:
             # A batch not copied yet is not the one trained (a window's later batches are copied as
             # they are used; the first window's, fetched before any backward was seen, may have been
             # closed at their next(), and a backward given to the next batch read -81 ms).
-            if p is not prof or "_back" in rec or "_trained" in rec or rec.get("_stepped") or not rec["copies"]:
+            if p is not prof or _trained(rec) or rec.get("_stepped") or not rec["copies"]:
                 continue
             if "_tent" in rec:
                 # trained after the next() that fetched the batch after it: a loop that fetches ahead,
@@ -448,9 +459,7 @@ class AutoSession:
         if prof is None:
             return
         for key in ("_done", "_twin"):  # a second backward of the batch: the last one counts
-            old: Mark | None = rec.pop(key, None)
-            if old is not None and old.event is not None:
-                prof._pool.put(old.event)
+            _release(prof, rec.pop(key, None))
         now = now_ms()
         rec["_done"] = Mark(now, self._mark(prof, rec))
         if rec["_done"].event is not None:
@@ -484,8 +493,9 @@ class AutoSession:
         before = self._last_close  # where rows had ended before this step closes any
         after: Mark | None = None  # where the batch trained before it ended its training (a window)
         for i, (prof, rec) in enumerate(self.flight[:-1]):
-            later_trained = any(p is prof and ("_back" in r or "_trained" in r) for p, r in self.flight[i + 1 :])
-            if prof is newest_prof and "_trained" in rec and "_done" in rec and later_trained:
+            # a later batch of the newest's loader trained before this step (asked of that loader only)
+            later_trained = prof is newest_prof and any(p is prof and _trained(r) for p, r in self.flight[i + 1 :])
+            if later_trained and "_trained" in rec and "_done" in rec:
                 # Trained, and a later batch after it before this step: a window of batches fetched
                 # first (Hugging Face's Trainer, gradient accumulation). Its row ends where its
                 # training did; the next batch's step starts there.
@@ -496,16 +506,9 @@ class AutoSession:
                 self._close(prof, rec, done.host_ms, BY_STEP, until=done)
                 after = twin or Mark(done.host_ms, None)
                 continue
-            if after is not None and prof is newest_prof and ("_trained" in rec or "_back" in rec):
+            if after is not None and prof is newest_prof and _trained(rec):
                 rec["_after"], after = after, None
-            if (
-                prof is newest_prof
-                and later_trained
-                and "_back" not in rec
-                and "_trained" not in rec
-                and "_tent" in rec
-                and not _used_after_tent(rec)
-            ):
+            if later_trained and not _trained(rec) and "_tent" in rec and not _used_after_tent(rec):
                 # Not trained, and a later batch of its loader was: passed over (a loop that skips a
                 # bad batch). Its row ends at the next() after it, not with the later batch's step.
                 self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
@@ -570,37 +573,28 @@ class AutoSession:
         if until is not None:  # its step ends at ``until`` (a window's batch: its training's end)
             tent, at_tent = until, True
         for key in ("_done", "_twin"):  # a training end not used as this row's end
-            left: Mark | None = rec.pop(key, None)
-            if left is not None and left.event is not None:
-                prof._pool.put(left.event)
+            _release(prof, rec.pop(key, None))
         after: Mark | None = rec.pop("_after", None)  # the batch before in its window ended training here
+        bumped: Mark | None = rec.pop("_bump", None)
         # At a step, a later batch's fetch or copy (``_bump``), else the next batch's fetch in a loader
         # that fetches ahead: none is bumped before the first step, and timm's first accumulated row
         # (--accumulate 2) held the forward before its own.
         # A batch trained after its tent (``_trained``: a hand-written loop that fetches ahead) with
         # neither: its step starts at that tent (the first accumulated row of a device prefetcher,
         # --accumulate 2, held the batch before's backward too: 124 ms for 81).
+        # A window's batch (``until``) ignores its bump: the later batches' fetches and copies ran after
+        # its training.
         if boundary == BY_STEP:
-            bumped: Mark | None = rec.pop("_bump", None)
-            if until is not None and bumped is not None:
-                # a window's batch: the later batches' fetches and copies ran after its training
-                if bumped.event is not None:
-                    prof._pool.put(bumped.event)
-                bumped = None
-            bump = after or bumped or ahead or (first_tent if rec.get("_trained") else None)
+            bump = (
+                after or (bumped if until is None else None) or ahead or (first_tent if rec.get("_trained") else None)
+            )
         else:
             bump = after or start
-        if first_tent is not None and first_tent is not tent and first_tent is not bump:
-            if first_tent.event is not None:
-                prof._pool.put(first_tent.event)  # replaced by ``until``, and not the step's start
-        if ahead is not None and ahead is not bump and ahead.event is not None:
-            prof._pool.put(ahead.event)
-        if boundary == BY_NEXT:
-            leftover: Mark | None = rec.pop("_bump", None)
-            if leftover is not None and leftover.event is not None:
-                prof._pool.put(leftover.event)
             if rec.get("_stepped"):
                 self.patterns.saw(str(prof.scenario), PLAIN)
+        for left in (bumped, ahead, first_tent):  # marks that are neither the step's start nor its end
+            if left is not bump and left is not tent:
+                _release(prof, left)
         rec.pop("_ptrs", None)
         rec.pop("_stepped", None)
         rec.pop("_back", None)

@@ -32,9 +32,6 @@ from profiler.timeline.schema import PLAIN
 
 LOOKS = 64  # batches of a loader whose tensors are read while another is in flight (AutoSession.arrived)
 BY_NEXT, BY_STEP = "next()", "optimizer step"
-# The loaders of profiler.timeline.schema.FETCHES_AHEAD: with no optimizer step between two next()s (an evaluation loop, gradient
-# accumulation) nothing else says where a batch's step ends, so for these a row ends at the second
-# next() after its fetch (AutoSession._at_next).
 
 
 class Mark(NamedTuple):
