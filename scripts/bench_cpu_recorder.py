@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 N = 3000
 
@@ -101,28 +102,37 @@ def _hooks(n: int) -> tuple[float, float]:
     return _rounds(bare, profiled)
 
 
+def _three_leaves(n: int) -> Any:
+    """A dataset of ``n`` dict batches of three small leaves (eight made once, handed out in turn): the
+    resident loop's shape, with nothing but the recorder to pay for."""
+    import torch
+    from torch.utils.data import Dataset
+
+    made = [{k: torch.zeros(16) for k in ("image", "label", "weight")} for _ in range(8)]
+
+    class Items(Dataset[dict[str, torch.Tensor]]):
+        def __len__(self) -> int:
+            return n
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            return made[i % 8]
+
+    return Items()
+
+
 def _hooks_dict(n: int) -> tuple[float, float]:
     """The hooks on the resident loop's shape (``scripts/resident_loop.py``): dict batches of three
     leaves from a DataLoader with no collation (``batch_size=None``), one ``.to()`` a leaf, no
     optimizer step (two batches in flight at each copy). One session for all rounds, as a run has:
     a loader's first batches are read more closely (``in_flight.LOOKS``)."""
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
 
     from profiler.capture import auto_hooks
     from profiler.capture.auto_session import AutoSession
 
-    made = [{k: torch.zeros(16) for k in ("image", "label", "weight")} for _ in range(8)]
-
-    class Items(Dataset[dict[str, torch.Tensor]]):
-        def __len__(self) -> int:
-            return 1 << 40
-
-        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-            return made[i % 8]
-
     dev = torch.device("cpu")
-    it = iter(DataLoader(Items(), batch_size=None, num_workers=0))
+    it = iter(DataLoader(_three_leaves(1 << 40), batch_size=None, num_workers=0))
     s = AutoSession(dev, run="bench")
 
     def bare() -> float:
@@ -153,21 +163,12 @@ def _hooks_accelerate(n: int) -> tuple[float, float]:
     per-batch work a loader that fetches ahead adds (``timeline.schema.FETCHES_AHEAD``)."""
     import torch
     from accelerate import Accelerator
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader
 
     from profiler.capture import auto_hooks
     from profiler.capture.auto_session import AutoSession
 
-    made = [{k: torch.zeros(16) for k in ("image", "label", "weight")} for _ in range(8)]
-
-    class Items(Dataset[dict[str, torch.Tensor]]):
-        def __len__(self) -> int:
-            return n
-
-        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-            return made[i % 8]
-
-    dl = Accelerator(cpu=True).prepare(DataLoader(Items(), batch_size=None, num_workers=0))
+    dl = Accelerator(cpu=True).prepare(DataLoader(_three_leaves(n), batch_size=None, num_workers=0))
 
     def bare() -> float:
         t0 = time.perf_counter_ns()
