@@ -1,6 +1,6 @@
 """A Hugging Face ``Trainer`` run on a tiny model of its own (no download), each batch's forward
 sleeping k x ``--unit-ms`` with k = b % 4 + 1 for the b-th batch fetched, whatever the sampler's
-order. Nothing of pinprof in it; needs ``transformers`` (not among the test extras).
+order. Nothing of pinprof in it; needs ``transformers`` (among the test extras).
 
 With ``--accumulate N`` the Trainer fetches all N batches of a window before it trains on any
 (reports/README.md, twenty-fourth session, has pinprof's rows of it).
