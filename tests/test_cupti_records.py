@@ -99,6 +99,35 @@ def test_each_row_holds_its_own_steps_kernels(scenario: str) -> None:
     assert np.abs(resid).max() < 0.25 * a, (a, resid.abs().max())
 
 
+def test_two_loaders_sharing_each_step_both_get_its_kernels_on_h200_records() -> None:
+    """Two loaders zipped (``for x, y in zip(a, b)``): each batch of each loader is in flight through
+    the same step, so both rows hold it, as the host clock and the events time it. The recorded
+    ``pinprof profile`` loop's batches, each handed over a second time as another loader's batch with
+    the same step windows and no copies: both loaders' rows read the recorded step's kernels. Before,
+    a kernel went to one window only (on the H100, 2026-12-05, the second loader's rows of
+    ``ahead_loops.py --loop zipped`` read no compute at all)."""
+    buffers, meta = cupti_replay.load(DATA / "recording.npz")
+    sizes = {int(k): v for k, v in meta["sizes"].items()}
+    records = Records(Stats())
+    first, second = Store(), Store()
+    for b in meta["batches"]:
+        if b["loop"] != "auto":
+            continue
+        cupti_replay.hand_over(records, first, b)
+        cupti_replay.hand_over(records, second, {**b, "calls": []})
+    for raw, clock in zip(buffers, meta["clocks"]):
+        p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
+        records.take(layout.parse(raw, dict(sizes)), functools.partial(cupti_replay.to_host, p=p, c=c, rate=rate))
+        records.process(force=False)
+    records.process(force=True)
+    a, b = first.columns(), second.columns()
+    expected = pd.read_csv(DATA / "expected.csv")
+    own = expected[expected.scenario == "Tokens/bs64/w2"].compute_ms.to_numpy()
+    np.testing.assert_allclose(a["comp_gsum"], own, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(b["comp_gsum"], own, rtol=1e-9, atol=1e-9)
+    assert np.isnan(b["h2d_gsum"]).all()  # the second loader copied nothing
+
+
 def test_copies_bytes_and_memory_kind_of_the_recorded_rows() -> None:
     tl = pd.read_csv(DATA / "expected.csv")
     kinds = tl.groupby("scenario").src_memory.unique().map(list).to_dict()

@@ -95,6 +95,27 @@ def assign_kernels(queued: np.ndarray, win_start: np.ndarray, win_end: np.ndarra
     return np.where(inside, i, -1).astype(np.int64)
 
 
+def kernels_by_owner(
+    queued: np.ndarray, win_start: np.ndarray, win_end: np.ndarray, win_row: np.ndarray, win_owner: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel index, row) of each kernel launched inside a window, windows sorted by start. One
+    owner's windows (a loader's batches) are disjoint, so a kernel is in at most one of them; two
+    owners' windows may overlap (two loaders zipped: each batch's row holds the step they share), and
+    a kernel then counts once in each owner's row, as the host clock and the events count it."""
+    owners = np.unique(win_owner)
+    picks: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
+    for o in owners.tolist():
+        mine = win_owner == o if len(owners) > 1 else slice(None)
+        win = assign_kernels(queued, win_start[mine], win_end[mine])
+        inside = np.flatnonzero(win >= 0)
+        picks.append(inside)
+        rows.append(win_row[mine][win[inside]])
+    if not picks:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    return np.concatenate(picks), np.concatenate(rows)
+
+
 def per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int) -> tuple[np.ndarray, ...]:
     """(first start, last end, busy time: the union of the intervals) of each group 0..groups-1, ns as
     float; NaN for a group with none. Vectorised: intervals sorted by (group, start), a running max of

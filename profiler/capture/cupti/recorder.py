@@ -135,10 +135,21 @@ def _lists(mem: dict[str, np.ndarray]) -> dict[str, list[int]]:
     return {c: mem[c].tolist() for c in ("start", "end", "src_kind")}
 
 
-def _steps_ms(group: np.ndarray, ker: dict[str, np.ndarray], groups: int) -> tuple[list[float], ...]:
-    """(first start, last end, busy time) in ms of the kernels of each group 0..groups-1
-    (``attribute.per_group``), as lists: each batch's row reads three of them."""
-    return tuple((v / 1e6).tolist() for v in attribute.per_group(group, ker["start"], ker["end"], groups))
+def _steps_ms(pick: np.ndarray, group: np.ndarray, ker: dict[str, np.ndarray], groups: int) -> tuple[list[float], ...]:
+    """(first start, last end, busy time) in ms of the kernels ``pick`` (indices into ``ker``) of each
+    group 0..groups-1 (``group``, one per pick; ``attribute.per_group``), as lists: each batch's row
+    reads three of them."""
+    start, end = ker["start"][pick], ker["end"][pick]
+    return tuple((v / 1e6).tolist() for v in attribute.per_group(group, start, end, groups))
+
+
+def _in_windows(ker: dict[str, np.ndarray], wins: list[tuple[int, int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel index, group) of each kernel launched in one of ``wins`` ((start, end, group, owner)
+    each, sorted): ``attribute.kernels_by_owner``."""
+    if not wins:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    ws, we, wrow, wown = (np.array(col, dtype=np.int64) for col in zip(*wins))
+    return attribute.kernels_by_owner(ker["queued"], ws, we, wrow, wown)
 
 
 class CuptiClock:
@@ -273,19 +284,15 @@ class Records:
                 break
             done.append(d)
         done.reverse()
-        wins = sorted((s, e, i) for i, d in enumerate(done) for s, e in d.windows)
+        wins = sorted((s, e, i, id(d.store)) for i, d in enumerate(done) for s, e in d.windows)
         added = np.zeros(len(q), dtype=bool)
-        if wins:
-            ws = np.array([w[0] for w in wins], dtype=np.int64)
-            we = np.array([w[1] for w in wins], dtype=np.int64)
-            wrow = np.array([w[2] for w in wins], dtype=np.int64)
-            win = attribute.assign_kernels(ker["queued"], ws, we)
-            group = np.where(win >= 0, wrow[np.clip(win, 0, None)], -1)
-            first, last, busy = _steps_ms(group, ker, len(done))
-            for i in np.unique(group[group >= 0]).tolist():
+        pick, group = _in_windows(ker, wins)
+        if len(pick):
+            first, last, busy = _steps_ms(pick, group, ker, len(done))
+            for i in np.unique(group).tolist():
                 d = done[i]
                 d.store.add_cupti(d.row, h2d=None, src=None, comp=(first[i], last[i], busy[i]))
-            added = group >= 0
+            added[pick] = True
         self.stats.late_added += int(added.sum())
         # Launched after the first batch's step began but before the oldest batch kept: no row can
         # take them any more (before the first step, they belong to no batch anyway).
@@ -366,13 +373,9 @@ class Records:
             if lost:
                 missing.setdefault(i, []).append((s, e, lost))
         # Kernels by the step window their launch fell in.
-        wins = sorted((s, e, i) for i, p in enumerate(ready) for s, e in p.windows)
-        ws = np.array([w[0] for w in wins], dtype=np.int64)
-        we = np.array([w[1] for w in wins], dtype=np.int64)
-        wrow = np.array([w[2] for w in wins], dtype=np.int64)
-        win = attribute.assign_kernels(ker["queued"], ws, we)
-        group = np.where(win >= 0, wrow[np.clip(win, 0, None)] if len(wrow) else -1, -1)
-        first, last, busy = _steps_ms(group, ker, len(ready))
+        wins = sorted((s, e, i, id(p.store)) for i, p in enumerate(ready) for s, e in p.windows)
+        pick, group = _in_windows(ker, wins)
+        first, last, busy = _steps_ms(pick, group, ker, len(ready))
         cols = _lists(mem) if h2d else {}
         for i, p in enumerate(ready):
             ks = h2d.get(i)
