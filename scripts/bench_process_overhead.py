@@ -43,6 +43,12 @@ def attribution(clock: dict[str, object], timeline: Path) -> str:
     import pandas as pd
 
     tl = pd.read_csv(timeline)
+    # Where a profiled step's time went, so a ratio above 1 says which phase grew against the bare run
+    # (the loader's wait, the pin thread's copy, pinprof's own time on the loop's thread).
+    parts = [
+        f"{c} median {float(tl[c].median()):.3f}" for c in ("batch_ms", "wait_ms", "pin_ms", "pinprof_ms") if c in tl
+    ]
+    said = f"{said}; {', '.join(parts)}" if parts else said
     if "compute_ms" not in tl or tl["compute_ms"].isna().all():
         return said
     c = tl["compute_ms"].dropna()

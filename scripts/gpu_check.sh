@@ -107,8 +107,9 @@ log="$OUT/gpu_check.log"
                        --watchdog $(( ${PROFILE_TIMEOUT:-240} - 40 )) --rounds ${PROFILE_ROUNDS:-4} ;;
       # pinprof profile against the bare script, process against process (CUPTI is process-wide);
       # PINPROF_BACKEND picks the clock.
-      process) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- \
-                 python3 scripts/resnet_train.py --steps 100 ;;
+      # Each round's pinprof output is kept: which phase of the profiled rows grew (wait, pin, compute).
+      process) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
+                 --keep "$OUT/process-resnet-${PINPROF_BACKEND:-auto}" -- python3 scripts/resnet_train.py --steps 100 ;;
       # The same on a short step (a four-layer CNN on 96x96 images, batch 128, two copies a step).
       # Each round's pinprof output is kept: its copy calls left unmatched and its compute_ms spread.
       process-short) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
