@@ -31,7 +31,18 @@ from profiler.capture.profiler import TransferProfiler
 from profiler.report.files import read_timeline
 
 PARTS: dict[type, tuple[str, ...]] = {
-    AutoSession: ("begin", "arrived", "_at_next", "stepped", "_close", "_bump", "copy_begin", "copy_end"),
+    AutoSession: (
+        "begin",
+        "arrived",
+        "_at_next",
+        "stepped",
+        "_close",
+        "_bump",
+        "copy_begin",
+        "copy_end",
+        "backward",
+        "trained",
+    ),
     TransferProfiler: ("_commit",),
 }
 

@@ -416,7 +416,7 @@ class AutoSession:
                 _release(prof, rec.get("_bump"))
                 rec["_bump"] = Mark(now, self._mark(prof, rec, self._step_stream))
 
-    def backward(self) -> dict[str, Any] | None:
+    def backward(self) -> tuple[TransferProfiler, dict[str, Any]] | None:
         """A backward on the main thread, before the step it feeds: it trains on the oldest batch in
         flight of the newest's loader copied and not trained yet (batches are trained in the order
         they were fetched). Trained before the ``next()`` after it (``_back``), with no step between (gradient
@@ -424,8 +424,8 @@ class AutoSession:
         (``stepped``); trained after it (``_trained``: a loop that fetches ahead), at the ``next()``
         after its training (``_at_next``), as in the loaders of ``FETCHES_AHEAD``; with a later batch
         trained before the step (a window of batches fetched first, as Hugging Face's Trainer
-        accumulates), at its training's end (``trained``). Returns the batch's record (None: no
-        batch), for ``trained``."""
+        accumulates), at its training's end (``trained``). Returns the batch's profiler and record
+        where that end is to be marked (``trained``), else None."""
         prof, newest = self.flight[-1]
         key = id(prof)
         owed = self._owed.get(key, 0)
@@ -442,27 +442,35 @@ class AutoSession:
             # closed at their next(), and a backward given to the next batch read -81 ms).
             if p is not prof or _trained(rec) or rec.get("_stepped") or not rec["copies"]:
                 continue
+            self._training.add(key)
             if "_tent" in rec:
                 # trained after the next() that fetched the batch after it: a loop that fetches ahead,
-                # its pattern by whether the newest batch was copied already (_at_next)
+                # its pattern by whether the newest batch was copied already (_at_next); its training's
+                # end may be its row's (a window: stepped), so it is marked (trained)
                 rec["_trained"] = DEVICE_PREFETCH if newest["copies"] > 0 and newest is not rec else FETCH_AHEAD
-            else:
-                rec["_back"] = True
-            self._training.add(id(prof))
-            return rec
+                return prof, rec
+            rec["_back"] = True  # ends at the next() after it (stepped): its training's end is not needed
+            return None
         return None
 
-    def trained(self, rec: dict[str, Any]) -> None:
-        """The backward that trained ``rec`` returned: where its training ends, if a later batch's
-        comes before the step (``stepped``)."""
-        prof = next((p for p, r in self.flight if r is rec), None)
-        if prof is None:
-            return
-        for key in ("_done", "_twin"):  # a second backward of the batch: the last one counts
-            _release(prof, rec.pop(key, None))
-        now = now_ms()
-        rec["_done"] = Mark(now, self._mark(prof, rec))
-        if rec["_done"].event is not None:
+    def trained(self, prof: TransferProfiler, rec: dict[str, Any], ended_ns: int) -> None:
+        """The backward that trained ``rec`` (of ``prof``) returned at ``ended_ns``
+        (``perf_counter_ns``): where its training ends, if a later batch's comes before the step
+        (``stepped``). Kept short: it runs first after the user's backward, with pinprof's code and
+        data out of the caches (``scripts/hook_parts.py``: 25 us a call on the 2-core machine when it
+        scanned the batches in flight with a generator and read the clock again)."""
+        for _, r in self.flight:
+            if r is rec:
+                break
+        else:
+            return  # no longer in flight: its row closed during the backward
+        if "_done" in rec:  # a second backward of the batch: the last one counts
+            _release(prof, rec.pop("_done"))
+            _release(prof, rec.pop("_twin", None))
+        now = ended_ns / 1e6
+        event = self._mark(prof, rec)
+        rec["_done"] = Mark(now, event)
+        if event is not None:
             # On the events clock, a second event of the same moment for the next batch's step start:
             # a row's events go back to the pool once read, so two rows never share one.
             rec["_twin"] = Mark(now, self._mark(prof, rec))
