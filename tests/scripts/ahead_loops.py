@@ -105,6 +105,7 @@ def main() -> None:
     p.add_argument("--skip", default="", help="batches whose optimizer step is skipped, comma-separated")
     p.add_argument("--clip", action="store_true", help="clip_grad_norm_ before each optimizer step")
     p.add_argument("--pass-over", default="", help="plain: batches passed over before their copy, comma-separated")
+    p.add_argument("--backwards", type=int, default=1, help="backward calls a batch (a GAN's two losses)")
     args = p.parse_args()
     unit_ms = args.unit_ms if args.unit_ms is not None else (0.0 if args.matmuls else 15.0)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -128,13 +129,19 @@ def main() -> None:
     skipped = {int(b) for b in args.skip.split(",") if b}
     done = [0]  # batches stepped on so far
 
+    def backward(loss: torch.Tensor, by: Any = None) -> None:
+        """``--backwards N``: N backward calls on the batch's loss, as a step with N losses makes."""
+        for j in range(args.backwards):
+            more = j < args.backwards - 1
+            (by or torch.Tensor.backward)(loss, retain_graph=True) if more else (by or torch.Tensor.backward)(loss)
+
     def step(batch: dict[str, torch.Tensor]) -> None:
         if args.eval:
             with torch.no_grad():
                 work(int(batch["k"][0]), batch["x"]).item()
             return
         loss = work(int(batch["k"][0]), batch["x"])
-        loss.backward()
+        backward(loss)
         done[0] += 1
         if done[0] % args.accumulate == 0 and done[0] - 1 not in skipped:
             if args.clip:
@@ -170,7 +177,7 @@ def main() -> None:
             else:
                 with acc.accumulate(model):  # the prepared optimizer steps once every N batches
                     loss = work(int(batch["k"][0]), batch["x"])
-                    acc.backward(loss)
+                    backward(loss, acc.backward)
                     opt.step()
                     opt.zero_grad()
             steps += 1
@@ -209,7 +216,7 @@ def main() -> None:
                 step({"x": x.view(x.shape[0], FEATURES), "k": k})
             else:
                 loss = work(int(k[0]), x.view(x.shape[0], FEATURES))
-                loss.backward()
+                backward(loss)
                 if (steps + 1) % args.accumulate == 0:
                     opt.step()
                     opt.zero_grad()
