@@ -21,14 +21,16 @@ import tempfile
 from pathlib import Path
 
 STEADY = re.compile(r"steady step ms \(median of (\d+)\): ([0-9.]+)")
+WAIT = re.compile(r"steady wait ms \(median of (\d+)\): ([0-9.]+)")  # scripts/resnet_train.py's wait for a batch
 
 
-def run(cmd: list[str], timeout: float) -> tuple[float | None, str]:
-    """(the process's steady step ms, or None; the tail of its output)."""
+def run(cmd: list[str], timeout: float) -> tuple[float | None, float | None, str]:
+    """(the process's steady step ms, or None; its steady wait for a batch, ms, where it prints one;
+    the tail of its output)."""
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     text = out.stdout + out.stderr
-    m = STEADY.search(text)
-    return (float(m.group(2)) if m else None), text[-800:]
+    m, w = STEADY.search(text), WAIT.search(text)
+    return (float(m.group(2)) if m else None), (float(w.group(2)) if w else None), text[-800:]
 
 
 def attribution(clock: dict[str, object], timeline: Path) -> str:
@@ -80,12 +82,15 @@ def main() -> None:
             if r % 2:
                 order.reverse()  # ABBA: a drift of the machine weighs on both kinds alike
             got: dict[str, float] = {}
+            waits: dict[str, float] = {}
             for kind, c in order:
-                ms, tail = run(c, args.timeout)
+                ms, wait, tail = run(c, args.timeout)
                 if ms is None:
                     print(f"round {r}: {kind} gave no steady step line:\n{tail}", flush=True)
                     continue
                 got[kind] = ms
+                if wait is not None:
+                    waits[kind] = wait
             meta = Path(tmp) / "meta.json"
             if meta.is_file():
                 clock = json.loads(meta.read_text()).get("gpu_clock", {})
@@ -94,9 +99,12 @@ def main() -> None:
         if len(got) == 2:
             bare_ms.append(got["bare"])
             prof_ms.append(got["profiled"])
+            # the script's own wait for its batches on each side: a profiled run slowed by its input
+            # pipeline (the workers, the pin thread) shows it there, not in pinprof's own time
+            said = f", wait bare {waits['bare']:.3f} ms, profiled {waits['profiled']:.3f} ms" if len(waits) == 2 else ""
             print(
                 f"round {r}: bare {got['bare']:.3f} ms, profiled {got['profiled']:.3f} ms, "
-                f"ratio {got['profiled'] / got['bare']:.4f} (backend {backend})",
+                f"ratio {got['profiled'] / got['bare']:.4f} (backend {backend}){said}",
                 flush=True,
             )
     if bare_ms:

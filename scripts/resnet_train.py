@@ -10,7 +10,8 @@ The images are 64 random float32 tensors made once (never zeros) and served in t
 epoch ends within a benchmark (an epoch's first batches wait for the workers to start over).
 
 It prints the median of its own steps' host time after ``--warm`` steps (a step ends at its loss
-read, so host time is the step's whole time): what ``scripts/bench_process_overhead.py`` compares.
+read, so host time is the step's whole time): what ``scripts/bench_process_overhead.py`` compares;
+and the median of its waits for a batch (the ``next()`` of the loader).
 
     python scripts/resnet_train.py [--steps 60] [--batch-size 256] [--workers 12] [--images 100000] [--warm 20]
                                    [--model resnet50|small] [--image-size 224]
@@ -112,14 +113,19 @@ def main() -> None:
     model, opt, loader = build(args.batch_size, args.workers, args.images, None, args.model, args.image_size)
     it = batches(loader)
     times: list[float] = []
+    waits: list[float] = []  # the step's wait for its batch: what a slower input pipeline shows in
     for _ in range(args.steps):
         t0 = time.perf_counter()
         images, labels = next(it)
+        t1 = time.perf_counter()
         loss = step(model, opt, images, labels)
         times.append((time.perf_counter() - t0) * 1e3)
+        waits.append((t1 - t0) * 1e3)
     print(f"{args.steps} steps, last loss {loss:.3f}")
     if len(times) > args.warm:
-        print(f"steady step ms (median of {len(times) - args.warm}): {statistics.median(times[args.warm :]):.3f}")
+        n = len(times) - args.warm
+        print(f"steady step ms (median of {n}): {statistics.median(times[args.warm :]):.3f}")
+        print(f"steady wait ms (median of {n}): {statistics.median(waits[args.warm :]):.3f}")
 
 
 if __name__ == "__main__":
