@@ -159,6 +159,35 @@ def test_steps_left_out_of_a_hand_written_loop_keep_each_row_on_its_own_batch(
     assert seen["pattern"] == {"plain": "plain", "fetch-ahead": "fetch-ahead", "prefetcher": "device-prefetch"}[loop]
 
 
+@pytest.mark.parametrize(
+    ("loop", "pattern"),
+    [
+        ("plain", "plain"),
+        ("fetch-ahead", "fetch-ahead"),
+        ("prefetcher", "device-prefetch"),
+        ("accelerate", "fetch-ahead"),
+        ("timm", "device-prefetch"),
+    ],
+)
+def test_two_backwards_of_one_batch_keep_each_row_on_its_own_batch(tmp_path: Path, loop: str, pattern: str) -> None:
+    """Two backward calls a batch before its step (two losses, or a batch in chunks). In a loop that
+    copies the next batch before the step (a prefetcher, timm's loader), the second was taken for that
+    next batch, as a window's next batch would be: rows 41, 0.5, 81, 121, 161 ms for 40, 80, 120, 160
+    (``--backwards 2`` at ``15d4f75``)."""
+    if loop == "accelerate":
+        pytest.importorskip("accelerate")
+    if loop == "timm":
+        pytest.importorskip("timm")
+    out = tmp_path / "r"
+    run = profile(out, str(SCRIPTS / "ahead_loops.py"), "--loop", loop, "--unit-ms", str(UNIT_MS), "--backwards", "2")
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert len(tl) == 8
+    assert_own_steps(tl, 8)
+    (seen,) = json.loads((out / "meta.json").read_text())["loaders"].values()
+    assert seen["pattern"] == pattern
+
+
 @pytest.mark.parametrize("window", [2, 4])
 def test_a_window_of_batches_fetched_before_any_is_trained_keeps_each_row_on_its_own_batch(
     tmp_path: Path, window: int

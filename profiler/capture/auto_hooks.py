@@ -141,7 +141,7 @@ def _backward(*args: Any, **kwargs: Any) -> Any:
         return original(*args, **kwargs)
     t0 = perf_counter_ns()
     try:
-        got = s.backward()
+        got = s.backward(t0)
     except Exception as err:
         _fail(err)
         return original(*args, **kwargs)

@@ -206,6 +206,7 @@ class AutoSession:
         self._ahead: dict[int, str] = {}  # loaders of a framework that fetches ahead: their pattern
         self._training: set[int] = set()  # loaders (their profiler's id) whose batches a backward trained
         self._owed: dict[int, int] = {}  # per loader: its batches closed untrained, whose backward may come
+        self._last_backward = float("-inf")  # host ms where the latest backward on the main thread began
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -416,7 +417,7 @@ class AutoSession:
                 _release(prof, rec.get("_bump"))
                 rec["_bump"] = Mark(now, self._mark(prof, rec, self._step_stream))
 
-    def backward(self) -> tuple[TransferProfiler, dict[str, Any]] | None:
+    def backward(self, started_ns: int) -> tuple[TransferProfiler, dict[str, Any]] | None:
         """A backward on the main thread, before the step it feeds: it trains on the oldest batch in
         flight of the newest's loader copied and not trained yet (batches are trained in the order
         they were fetched). Trained before the ``next()`` after it (``_back``), with no step between (gradient
@@ -424,8 +425,10 @@ class AutoSession:
         (``stepped``); trained after it (``_trained``: a loop that fetches ahead), at the ``next()``
         after its training (``_at_next``), as in the loaders of ``FETCHES_AHEAD``; with a later batch
         trained before the step (a window of batches fetched first, as Hugging Face's Trainer
-        accumulates), at its training's end (``trained``). Returns the batch's profiler and record
-        where that end is to be marked (``trained``), else None."""
+        accumulates), at its training's end (``trained``). ``started_ns``: when the backward began
+        (``perf_counter_ns``). Returns the batch's profiler and record where that end is to be
+        marked (``trained``), else None."""
+        before, self._last_backward = self._last_backward, started_ns / 1e6
         prof, newest = self.flight[-1]
         key = id(prof)
         owed = self._owed.get(key, 0)
@@ -436,12 +439,29 @@ class AutoSession:
             self._owed[key] = owed - 1
             self._training.add(key)
             return None
+        older_trained = False
         for p, rec in self.flight:
             # A batch not copied yet is not the one trained (a window's later batches are copied as
             # they are used; the first window's, fetched before any backward was seen, may have been
             # closed at their next(), and a backward given to the next batch read -81 ms).
-            if p is not prof or _trained(rec) or rec.get("_stepped") or not rec["copies"]:
+            if p is not prof:
                 continue
+            if _trained(rec):
+                older_trained = True
+                continue
+            if rec.get("_stepped") or not rec["copies"]:
+                continue
+            if rec is newest and older_trained and rec["call_e"] < before and self._ahead.get(key) != FETCH_AHEAD:
+                # The newest batch, copied before the backward before this one, which trained an older
+                # batch of its loader still in flight: this is that batch's second backward (two
+                # losses, or a batch in chunks, before one step), in a loop that copies the next
+                # batch before the step (timm's, a device prefetcher). A window's next batch is
+                # copied after the backward before it when the loop copies it (Hugging Face's Trainer
+                # by hand), and Accelerate's loader, which copies a window's batches as it hands them
+                # out, has the next one fetched behind it until the epoch's last window (so not
+                # asked of it). Given to the newest, the rows shifted by one (--backwards 2: 41, 0.5,
+                # 81, 121 ms for 40, 80, 120, 160).
+                return None
             self._training.add(key)
             if "_tent" in rec:
                 # trained after the next() that fetched the batch after it: a loop that fetches ahead,
