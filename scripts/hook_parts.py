@@ -69,7 +69,10 @@ def main() -> None:
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="pinprof-parts-")) / "report"
     got: dict[str, list[int]] = {}
-    originals = [(cls, name, getattr(cls, name)) for cls, names in PARTS.items() for name in names]
+    # A part an older package (PYTHONPATH=PATH of a worktree) does not have is left out, not an error.
+    originals = [
+        (cls, name, getattr(cls, name)) for cls, names in PARTS.items() for name in names if hasattr(cls, name)
+    ]
     for cls, name, fn in originals:
         setattr(cls, name, timed(name, fn, got))
     try:
