@@ -26,7 +26,10 @@ Accelerate's ``accumulate()``, timm's train.py's own count, the others' a count 
 ``--skip B,...`` skips the step of those batches in the loops written by hand (plain, fetch-ahead,
 prefetcher), as GradScaler skips a step whose gradients overflowed (common in a run's first steps,
 while it finds its scale); ``--clip`` clips the gradients' norm before each step, as most training
-scripts do; ``--pass-over B,...`` makes the plain loop drop those batches before their copy.
+scripts do; ``--pass-over B,...`` makes the plain loop drop those batches before their copy;
+``--backwards N`` backpropagates each batch's loss N times before its step (two losses, or a batch in
+chunks); ``--optimizers 2`` (loops written by hand) steps a first optimizer after the backward, then
+backpropagates a second loss of the same batch and steps the second (a GAN's two players).
 
 With ``--eval`` each loop evaluates instead: the step is the forward under ``torch.no_grad()``, with
 no backward and no optimizer step (rows then end at a ``next()``).
@@ -105,7 +108,15 @@ def main() -> None:
     p.add_argument("--skip", default="", help="batches whose optimizer step is skipped, comma-separated")
     p.add_argument("--clip", action="store_true", help="clip_grad_norm_ before each optimizer step")
     p.add_argument("--pass-over", default="", help="plain: batches passed over before their copy, comma-separated")
-    p.add_argument("--backwards", type=int, default=1, help="backward calls a batch (a GAN's two losses)")
+    p.add_argument("--backwards", type=int, default=1, help="backward calls a batch (two losses, or chunks)")
+    p.add_argument(
+        "--optimizers",
+        type=int,
+        default=1,
+        choices=(1, 2),
+        help="2: a first optimizer steps after the backward, "
+        "then a second loss is backpropagated and a second optimizer steps (a GAN's two players)",
+    )
     args = p.parse_args()
     unit_ms = args.unit_ms if args.unit_ms is not None else (0.0 if args.matmuls else 15.0)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -113,6 +124,7 @@ def main() -> None:
     pin = dev.type == "cuda"
     model = nn.Linear(FEATURES, 1).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    first = torch.optim.SGD(model.parameters(), lr=0.01)  # --optimizers 2
     weight = torch.rand(2048, 2048, device=dev) / 1024 if args.matmuls else None  # products stay near 1
 
     def work(k: int, x: torch.Tensor) -> torch.Tensor:
@@ -142,6 +154,10 @@ def main() -> None:
             return
         loss = work(int(batch["k"][0]), batch["x"])
         backward(loss)
+        if args.optimizers == 2:
+            first.step()
+            first.zero_grad()
+            model(batch["x"]).sum().backward()
         done[0] += 1
         if done[0] % args.accumulate == 0 and done[0] - 1 not in skipped:
             if args.clip:
