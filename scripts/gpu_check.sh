@@ -110,6 +110,12 @@ log="$OUT/gpu_check.log"
       # Each round's pinprof output is kept: which phase of the profiled rows grew (wait, pin, compute).
       process) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
                  --keep "$OUT/process-resnet-${PINPROF_BACKEND:-auto}" -- python3 scripts/resnet_train.py --steps 100 ;;
+      # Where resnet50's process excess goes (1.10-1.27 on an H100 host, 2026-12-05, either clock): the
+      # same rounds with one part of pinprof's run taken away each time (CUPTI: events; the journal's
+      # appends during the run), each line with both sides' waits for a batch.
+      resnet-ablate) for v in PINPROF_BACKEND=auto PINPROF_BACKEND=events PINPROF_FLUSH_S=1000; do
+                       echo "--- $v"; env $v timeout 180 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-3} \
+                         --timeout 90 -- python3 scripts/resnet_train.py --steps 100; done ;;
       # The same on a short step (a four-layer CNN on 96x96 images, batch 128, two copies a step).
       # Each round's pinprof output is kept: its copy calls left unmatched and its compute_ms spread.
       process-short) timeout 420 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
