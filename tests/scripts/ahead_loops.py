@@ -143,9 +143,9 @@ def main() -> None:
 
     def backward(loss: torch.Tensor, by: Any = None) -> None:
         """``--backwards N``: N backward calls on the batch's loss, as a step with N losses makes."""
+        call = by or torch.Tensor.backward
         for j in range(args.backwards):
-            more = j < args.backwards - 1
-            (by or torch.Tensor.backward)(loss, retain_graph=True) if more else (by or torch.Tensor.backward)(loss)
+            call(loss, retain_graph=j < args.backwards - 1)  # the graph kept for the calls after
 
     def step(batch: dict[str, torch.Tensor]) -> None:
         if args.eval:
