@@ -145,7 +145,8 @@ def _backward(*args: Any, **kwargs: Any) -> Any:
     except Exception as err:
         _fail(err)
         return original(*args, **kwargs)
-    own = s.cur[1] if s.cur is not None and "own_sum" in s.cur[1] else None  # pinprof_ms: the hook's parts
+    cur = s.cur
+    own = cur[1] if cur is not None and "own_sum" in cur[1] else None  # pinprof_ms: the hook's parts
     if own is not None:
         own["own_sum"] += (perf_counter_ns() - t0) / 1e6
     _in_backward = True

@@ -143,6 +143,14 @@ def _release(prof: TransferProfiler, mark: Mark | None) -> None:
         prof._pool.put(mark.event)
 
 
+def _drop_done(prof: TransferProfiler, rec: dict[str, Any]) -> None:
+    """A training end not used (a later backward of the batch replaces it, or its row ends elsewhere):
+    its events back to the pool (``_twin`` comes only with ``_done``)."""
+    if "_done" in rec:
+        _release(prof, rec.pop("_done"))
+        _release(prof, rec.pop("_twin", None))
+
+
 def _used_after_tent(rec: dict[str, Any]) -> bool:
     """Whether the batch was copied after the ``next()`` that gave it its tentative end (``_tent``):
     it was still in use then, and that ``next()`` is not where its row ends."""
@@ -484,9 +492,7 @@ class AutoSession:
                 break
         else:
             return  # no longer in flight: its row closed during the backward
-        if "_done" in rec:  # a second backward of the batch: the last one counts
-            _release(prof, rec.pop("_done"))
-            _release(prof, rec.pop("_twin", None))
+        _drop_done(prof, rec)  # a second backward of the batch: the last one counts
         now = ended_ns / 1e6
         event = self._mark(prof, rec)
         rec["_done"] = Mark(now, event)
@@ -600,8 +606,7 @@ class AutoSession:
         first_tent = tent  # where a batch trained after it starts its step (below)
         if until is not None:  # its step ends at ``until`` (a window's batch: its training's end)
             tent, at_tent = until, True
-        for key in ("_done", "_twin"):  # a training end not used as this row's end
-            _release(prof, rec.pop(key, None))
+        _drop_done(prof, rec)  # a training end not used as this row's end
         after: Mark | None = rec.pop("_after", None)  # the batch before in its window ended training here
         bumped: Mark | None = rec.pop("_bump", None)
         # At a step, a later batch's fetch or copy (``_bump``), else the next batch's fetch in a loader
