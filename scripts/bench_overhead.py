@@ -13,11 +13,13 @@
    process-wide: the bare loop beside it pays for it too, as a user's would), one-tensor and
    three-tensor (dict) batches; prints the medians side by side.
 
-4. ``--backends --baseline PATH``: the same, CUDA events, this checkout against an older one at PATH
+4. ``--backends --baseline PATH [--clock cupti]``: the same, CUDA events (or CUPTI, pinprof's default
+   clock), this checkout against an older one at PATH
    (``git worktree add PATH <commit>``), whose ``profiler`` package the other processes import; so a
    regression shows in the commit that makes it.
 
-    python scripts/bench_overhead.py [--rounds 20] [--batches 5] [--backends [--backend-rounds 5] [--baseline PATH]]
+    python scripts/bench_overhead.py [--rounds 20] [--batches 5]
+                                     [--backends [--backend-rounds 5] [--baseline PATH [--clock events|cupti]]]
 """
 
 from __future__ import annotations
@@ -129,49 +131,51 @@ def recorder_cost_us(n: int, dev: torch.device, leaves: int = 1) -> tuple[float,
     return statistics.median(b), statistics.median(p)
 
 
-def sides(baseline: str | None) -> list[tuple[str, dict[str, str]]]:
-    """(name, environment) of each kind of process: the two clocks, or this checkout and ``baseline``."""
+def sides(baseline: str | None, clock: str = "events") -> list[tuple[str, dict[str, str]]]:
+    """(name, environment) of each kind of process: the two clocks, or this checkout and ``baseline``,
+    both timed by ``clock``."""
     if baseline is None:
-        return [(clock, {**os.environ, "PINPROF_BACKEND": clock}) for clock in ("events", "cupti")]
+        return [(name, {**os.environ, "PINPROF_BACKEND": name}) for name in ("events", "cupti")]
     # here, not at the top: the baseline's processes run this file on an older package
     from profiler.bench.baseline import checkout, env_for
 
-    events = {**os.environ, "PINPROF_BACKEND": "events"}
-    return [("HEAD", events), ("baseline", env_for(checkout(baseline), events))]
+    env = {**os.environ, "PINPROF_BACKEND": clock}
+    return [("HEAD", env), ("baseline", env_for(checkout(baseline), env))]
 
 
-def backends(rounds: int, baseline: str | None = None) -> None:
+def backends(rounds: int, baseline: str | None = None, clock: str = "events") -> None:
     """(3) and (4): each side's recorder cost in processes of their own, alternated round by round."""
     got: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    kinds = sides(baseline)
+    kinds = sides(baseline, clock)
     for _ in range(rounds):
-        for clock, env in kinds:
+        for name, env in kinds:
             out = subprocess.run(
                 [sys.executable, __file__, "--recorder-only"], env=env, capture_output=True, text=True, timeout=300
             )
             lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
             if not lines:
-                print(f"{clock}: no result (rc {out.returncode}): {out.stderr[-600:]}")
+                print(f"{name}: no result (rc {out.returncode}): {out.stderr[-600:]}")
                 continue
             res = json.loads(lines[0][7:])
             used = res.pop("clock", "?")
-            if baseline is None and used != clock:  # a clock that fell back must not pass for the other
-                print(f"{clock}: this process was timed by {used}; its round is left out")
+            wanted = clock if baseline is not None else name
+            if used != wanted:  # a clock that fell back must not pass for the other
+                print(f"{name}: this process was timed by {used}, not {wanted}; its round is left out")
                 continue
             for leaves, (b, p) in res.items():
-                got.setdefault((clock, int(leaves)), []).append((b, p))
-    what = "GPU clock" if baseline is None else f"checkout (baseline: {os.path.abspath(baseline)})"
+                got.setdefault((name, int(leaves)), []).append((b, p))
+    what = "GPU clock" if baseline is None else f"checkout (baseline: {os.path.abspath(baseline)}, {clock} on both)"
     print(f"recorder CPU cost by {what}, us/batch (instrumented - bare), median of alternated processes:")
     for leaves in (1, 3):
         row = []
-        for clock, _env in kinds:
-            v = got.get((clock, leaves), [])
+        for name, _env in kinds:
+            v = got.get((name, leaves), [])
             cost = [p - b for b, p in v]
             row.append(
-                f"{clock} {statistics.median(cost):.1f} (rounds {', '.join(f'{c:.1f}' for c in cost)}; "
+                f"{name} {statistics.median(cost):.1f} (rounds {', '.join(f'{c:.1f}' for c in cost)}; "
                 f"bare {statistics.median(b for b, _ in v):.1f})"
                 if v
-                else f"{clock} -"
+                else f"{name} -"
             )
         print(f"  {leaves} tensor{'s' if leaves > 1 else ''}: " + " | ".join(row))
 
@@ -186,7 +190,13 @@ def main() -> None:
     ap.add_argument(
         "--baseline",
         default=None,
-        help="with --backends: an older checkout to compare with, events on both (default: none)",
+        help="with --backends: an older checkout to compare with, timed by --clock on both (default: none)",
+    )
+    ap.add_argument(
+        "--clock",
+        choices=("events", "cupti"),
+        default="events",
+        help="with --baseline: the GPU clock of both sides (default events; cupti is what pinprof runs by default)",
     )
     ap.add_argument("--recorder-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument(
@@ -197,7 +207,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.backends:
-        backends(args.backend_rounds, args.baseline)
+        backends(args.backend_rounds, args.baseline, args.clock)
         return
     dev = torch.device("cuda")
     if args.recorder_only:  # one process of (3)

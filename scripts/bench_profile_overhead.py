@@ -12,7 +12,12 @@ journal's clock of each kind runs only while its blocks do, so they pay the appe
 length would. ``--ablate`` adds kinds with one part taken away. Then one more profiled block runs under
 torch.profiler (CUPTI), and each batch's ``h2d_gpu_ms`` is compared with CUPTI's memcpy records.
 
+``--cupti --handover none``: CUPTI's records on for the whole process, bare blocks included, so the ratio
+is what the hooks cost beside CUPTI as the GPU clock (CUPTI's own cost, which the bare script does not
+pay, is ``scripts/bench_process_overhead.py``'s to measure).
+
     python scripts/bench_profile_overhead.py [--steps 40] [--rounds 10] [--ablate] [--cupti-steps 12]
+                                             [--cupti [--handover pause|full|none]]
 """
 
 from __future__ import annotations
@@ -122,16 +127,19 @@ def run_blocks(
     # (outside the timed blocks), as the bare script and the profiled script would run.
     # --handover pause (the default) enables the records again under the callbacks already registered;
     # full registers them again, as take_back does after torch.profiler. Either way, 8 rounds or more
-    # hung on the H200 (2026-12-04), and 4 ran.
+    # hung on the H200 (2026-12-04), and 4 ran. --handover none keeps the records on throughout: the
+    # bare blocks pay CUPTI's own cost too, so the ratio is the hooks' cost with CUPTI as the clock,
+    # and nothing is handed over, which never hung.
     rec = backend.start(torch.device(DEVICE), late_ok=True)  # started before the warm-up unless --late-cupti
+    hand = rec if handover != "none" else None
     for i, kind in enumerate(order):
         if kind == "bare":
-            if rec is not None:
-                rec.release("bench: a bare block", paused=handover == "pause")
+            if hand is not None:
+                hand.release("bench: a bare block", paused=handover == "pause")
             got.append((kind, *block(model, opt, it, steps)))
         else:
-            if rec is not None:
-                rec.resume()
+            if hand is not None:
+                hand.resume()
             ms, s = profiled(model, opt, it, steps, kind)
             got.append((kind, *ms))
             rows = s.close()
@@ -252,10 +260,11 @@ def main() -> None:
     )
     p.add_argument(
         "--handover",
-        choices=("pause", "full"),
+        choices=("pause", "full", "none"),
         default="pause",
-        help="with --cupti, between blocks: pause the records (enable them again under the same callbacks) or "
-        "hand CUPTI over in full (register the callbacks again, as after torch.profiler)",
+        help="with --cupti, between blocks: pause the records (enable them again under the same callbacks), "
+        "hand CUPTI over in full (register the callbacks again, as after torch.profiler), or none: keep them on "
+        "for the bare blocks too, so the ratio is the hooks' cost with CUPTI as the clock, not CUPTI's own",
     )
     p.add_argument(
         "--watchdog",
@@ -293,6 +302,7 @@ def main() -> None:
     print(
         f"  GPU clock: {info.get('backend')}, {info.get('records')}, unmatched copy calls "
         f"{info.get('unmatched_copy_calls')}{f', CUPTI handed over between blocks: {args.handover}' * args.cupti}"
+        f"{' (none: on for the bare blocks too)' * (args.cupti and args.handover == 'none')}"
     )
     report(got, kinds)
     print(

@@ -62,10 +62,11 @@ log="$OUT/gpu_check.log"
       record-cupti) timeout 120 python3 scripts/record_cupti.py --out "$OUT/record-cupti" ;;
       cupti) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_cupti.py ;;
       backends) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} ;;
-      # The recorder's cost, this checkout against an older one (events on both), side by side. Carry
-      # the older package as .base: mkdir .base && git archive COMMIT profiler | tar x -C .base
+      # The recorder's cost, this checkout against an older one (BASE_CLOCK on both: events unless
+      # told cupti), side by side. Carry the older package as .base:
+      #   mkdir .base && git archive COMMIT profiler | tar x -C .base
       bench-base) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} \
-                    --baseline "${BASELINE:-.base}" ;;
+                    --baseline "${BASELINE:-.base}" --clock ${BASE_CLOCK:-events} ;;
       # Where the recorder's cost goes: py-spy (carried as .dbg/*.whl) samples the no-op-loader loop of
       # bench_overhead.py --recorder-only, without pausing it; scripts/spy_lines.py sums the samples.
       recorder-spy) python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl
@@ -105,6 +106,10 @@ log="$OUT/gpu_check.log"
       # against process, with no handover.
       profile-cupti) timeout ${PROFILE_TIMEOUT:-240} python3 scripts/bench_profile_overhead.py --cupti \
                        --watchdog $(( ${PROFILE_TIMEOUT:-240} - 40 )) --rounds ${PROFILE_ROUNDS:-4} ;;
+      # The hooks' cost on resnet50 with CUPTI as the clock, in one process: the records stay on for the
+      # bare blocks too (nothing handed over), so blocks alternate as in step profile.
+      profile-hooks-cupti) timeout 300 python3 scripts/bench_profile_overhead.py --cupti --handover none \
+                             --watchdog 260 --rounds ${PROFILE_ROUNDS:-10} ;;
       # pinprof profile against the bare script, process against process (CUPTI is process-wide);
       # PINPROF_BACKEND picks the clock.
       # Each round's pinprof output is kept: which phase of the profiled rows grew (wait, pin, compute).
