@@ -82,19 +82,47 @@ def _gc(g: pd.DataFrame) -> dict[str, float]:
 
 def _cupti(g: pd.DataFrame) -> dict[str, float]:
     """``cupti_share``: the share of the batches whose GPU columns CUPTI's records gave (0 where no
-    column says: an nsys import, an older file); ``launch_gap``: over those batches, the mean time
-    (ms) inside the span of a step's kernels (``compute_start_ms`` to ``compute_end_ms``) that none of
-    them ran: with CUPTI ``compute_ms`` is the kernels' busy time, with the events a span itself."""
+    column says: an nsys import, an older file). Over those batches, two means (ms) of the time the
+    GPU had none of the step's work: ``launch_gap``, inside the span of a step's kernels
+    (``compute_start_ms`` to ``compute_end_ms``) that none of them ran (with CUPTI ``compute_ms`` is the
+    kernels' busy time, with the events a span itself); ``after_step``, from a step's last kernel to the
+    batch's end (the next ``next()``) or to the next batch's first copy or kernel if that came sooner
+    (``after_step_ms``), less any garbage collection in the batch (``gc_ms``, its own finding)."""
+    nan = float("nan")
     if "gpu_clock" not in g or not len(g):
-        return {"cupti_share": 0.0, "launch_gap": float("nan")}
+        return {"cupti_share": 0.0, "launch_gap": nan, "after_step": nan}
     cupti = g.gpu_clock.astype(str).to_numpy() == "cupti"
-    gap = float("nan")
+    gap = after = nan
     if cupti.any() and {"compute_start_ms", "compute_end_ms", "compute_ms"} <= set(g.columns):
         c = g[cupti]
         span = c.compute_end_ms.astype(float) - c.compute_start_ms.astype(float)
         gaps = (span - c.compute_ms.astype(float)).clip(lower=0.0)
-        gap = float(gaps.mean()) if gaps.notna().any() else float("nan")
-    return {"cupti_share": float(cupti.mean()), "launch_gap": gap}
+        gap = float(gaps.mean()) if gaps.notna().any() else nan
+        if {"batch_end_ms", "h2d_start_ms"} <= set(c.columns):
+            tail = after_step_ms(c)
+            if "gc_ms" in c:
+                tail = np.clip(tail - np.nan_to_num(c.gc_ms.to_numpy(float)), 0.0, None)
+            after = float(np.nanmean(tail)) if np.isfinite(tail).any() else nan
+    return {"cupti_share": float(cupti.mean()), "launch_gap": gap, "after_step": after}
+
+
+def after_step_ms(rows: pd.DataFrame) -> np.ndarray:
+    """Per row (ms), one scenario's rows in batch order: from the step's last kernel
+    (``compute_end_ms``) until the batch's end (``batch_end_ms``: the next ``next()``), or until the
+    next row's first copy or kernel if that began sooner (a copy queued ahead, as a prefetch loop's),
+    clipped at 0. With CUPTI's records this is time the GPU had none of the loop's work: in a loop that
+    synchronizes each step (``loss.item()``), the host's work between that synchronization and the next
+    batch's copy. NaN where the step has no kernel. Ranks of a merged ``torchrun`` run each on their own
+    GPU: a row's next is its rank's."""
+    if "rank" in rows and rows["rank"].nunique() > 1:
+        out = np.full(len(rows), np.nan)
+        for _, at in rows.groupby("rank", sort=False).indices.items():
+            out[at] = after_step_ms(rows.iloc[at].drop(columns="rank"))
+        return out
+    first = np.fmin(rows.h2d_start_ms.to_numpy(float), rows.compute_start_ms.to_numpy(float))
+    later = np.append(first[1:], np.nan)  # fmin ignores the last row's NaN: its own end bounds it
+    end = np.fmin(rows.batch_end_ms.to_numpy(float), later)
+    return np.clip(end - rows.compute_end_ms.to_numpy(float), 0.0, None)
 
 
 def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: int | None = None) -> list[Diagnosis]:
@@ -108,6 +136,7 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
     # with all its columns cost 400 MB.
     wanted = ["scenario", "warmup", "mode", "bytes", "src_memory", "device", "run", "batch", "gpu_clock"]
     wanted += [*CONFIG, *(f"{c}_ms" for c in TIMES), *COUNTS, "h2d_ms", "compute_start_ms", "compute_end_ms"]
+    wanted += ["h2d_start_ms", "batch_end_ms", "rank"]
     tl = tl[[c for c in dict.fromkeys(wanted) if c in tl]]
     for scen, g in _groups(tl):
         m = {c: _stat(g, f"{c}_ms", "mean") for c in TIMES}

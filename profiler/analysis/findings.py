@@ -23,6 +23,7 @@ class Verdict(str, Enum):
     CPU_WORK_BOUND = "cpu_work_bound"
     COMPUTE_BOUND = "compute_bound"
     HOST_BOUND = "host_launch_bound"
+    BETWEEN_STEPS = "gpu_waits_between_steps"
     TOO_SMALL = "transfer_too_small"
     GC_PAUSES = "gc_pauses"
 
@@ -38,6 +39,7 @@ LABELS = {
     Verdict.GPU_IDLE: "exposed transfer (GPU idle)",
     Verdict.GC_PAUSES: "garbage-collection pauses",
     Verdict.HOST_BOUND: "the GPU waits for the host's launches",
+    Verdict.BETWEEN_STEPS: "the GPU waits for the host between steps",
 }
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from profiler.analysis.findings import Finding, Verdict
 from profiler.analysis.rules.base import Case, Rule
 from profiler.analysis.rules.pace import (
+    BETWEEN_STEPS,
     COMPUTE_BOUND,
     CPU_WORK_BOUND,
     GC_PAUSES,
@@ -43,6 +44,7 @@ RULES: tuple[Rule, ...] = (
     CPU_WORK_BOUND,
     COMPUTE_BOUND,
     HOST_BOUND,
+    BETWEEN_STEPS,
     HIDDEN_STAGING,
     LAYOUT_COPY,
     NON_BLOCKING_PAGEABLE,

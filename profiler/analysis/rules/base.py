@@ -46,7 +46,7 @@ def _int(cfg: pd.Series, key: str) -> int | None:
 class Case:
     """One scenario's means (``m``: ms, ``bytes``, ``pinned_GBps``, ``pin_faults``, ``pin_allocs``,
     ``gc_batches``: batches a full garbage collection fell in, ``gc_longest``: ms, ``cupti_share``: the
-    share of its batches CUPTI timed, ``launch_gap``: ms, ``profiler.analysis.diagnose``) and settings, as the rules read them; ``found``: the findings of
+    share of its batches CUPTI timed, ``launch_gap`` and ``after_step``: ms, ``profiler.analysis.diagnose``) and settings, as the rules read them; ``found``: the findings of
     the rules that ran before."""
 
     m: dict[str, float]
@@ -80,6 +80,7 @@ class Case:
         self.asynchronous = self.gpu and not self.pageable and (self.non_blocking or self.mode in ASYNC_MODES)
         self.exposed = self._exposed()
         self.launch_gap = self._launch_gap()
+        self.after_step = self._cupti_mean("after_step")
 
     def _exposed(self) -> float:
         """Exposed transfer per batch (ms): the main thread's own work on the batch before its copy
@@ -110,10 +111,15 @@ class Case:
         ran (``m["launch_gap"]``): the GPU waiting for the host to launch the next one. Only where
         CUPTI timed the batches (``compute_ms`` is then the kernels' busy time, where an event span
         holds these gaps too); NaN with the events."""
+        return self._cupti_mean("launch_gap")
+
+    def _cupti_mean(self, key: str) -> float:
+        """``m[key]`` where CUPTI timed (nearly) every batch, NaN elsewhere: the GPU's idle times need
+        its busy times, which the events do not give."""
         m = self.m
         if not self.gpu or m.get("cupti_share", 0.0) < CUPTI_SHARE:
             return float("nan")
-        return float(m.get("launch_gap", float("nan")))
+        return float(m.get(key, float("nan")))
 
     def in_place(self, change: Change) -> bool:
         """Whether every setting ``change`` puts in place is already this scenario's."""

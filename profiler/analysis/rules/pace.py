@@ -150,6 +150,48 @@ HOST_BOUND = Rule(
 )
 
 
+# After a step's last kernel the GPU had none of the loop's work for at least this share of the batch:
+# twice the run-to-run noise of epoch timing (rules.transfer's EPOCH_NOISE_SHARE, 5%), so the finding
+# names a wait whose removal an epoch's time shows.
+BETWEEN_SHARE = 0.1
+
+
+def between_steps(c: Case) -> bool:
+    """Whether, after the step's last kernel, the GPU waited for the host's next copy or kernel
+    (``Case.after_step``, CUPTI's records) at least ``BETWEEN_SHARE`` of the batch."""
+    idle = c.after_step
+    return not np.isnan(idle) and idle >= BETWEEN_SHARE * c.batch
+
+
+def _between_evidence(c: Case) -> str:
+    return (
+        f"CUPTI's records: after the step's last kernel the GPU had none of the loop's work for "
+        f"{fmt(c.after_step)} of the mean {fmt(c.batch)} batch ({share(c.after_step, c)}), until the host issued "
+        "the next batch's copy or kernels: the host's work between a step's end and the next one (what follows a "
+        "synchronization such as loss.item(), logging, metrics, the call into the loader) ran with nothing "
+        "queued on the GPU. Garbage-collection pauses are left out of it (their own finding)."
+    )
+
+
+BETWEEN_STEPS = Rule(
+    Verdict.BETWEEN_STEPS,
+    f"with CUPTI's records, the GPU has none of the loop's work after a step's last kernel at least "
+    f"{BETWEEN_SHARE:.0%} of the batch",
+    between_steps,
+    _between_evidence,
+    # Queued ahead, the host's work between steps runs under the GPU's: the gain is at most the wait.
+    lambda c: [
+        Change(
+            "synchronize less often: read the loss (loss.item(), .cpu(), a print of a tensor) every N steps, "
+            "or sum it on the GPU and read it once, so the host queues the next step while the GPU runs this "
+            "one and its work between steps no longer leaves the GPU idle (the saving given is the GPU's "
+            "whole wait, the most it can be)",
+            c.after_step,
+        )
+    ],
+)
+
+
 def _gc_evidence(c: Case) -> str:
     m = c.m
     return (
