@@ -110,6 +110,10 @@ log="$OUT/gpu_check.log"
       # bare blocks too (nothing handed over), so blocks alternate as in step profile.
       profile-hooks-cupti) timeout 300 python3 scripts/bench_profile_overhead.py --cupti --handover none \
                              --watchdog 260 --rounds ${PROFILE_ROUNDS:-10} ;;
+      # What the "GPU waits for the host between steps" finding's advice saves on resnet50: the bare
+      # script reading its loss each step against every 10 steps, alternated processes.
+      sync-every) for r in $(seq ${SYNC_ROUNDS:-2}); do for n in 1 10; do
+                    timeout 90 python3 scripts/resnet_train.py --steps 100 --log-every $n | grep "steady mean"; done; done ;;
       # pinprof profile against the bare script, process against process (CUPTI is process-wide);
       # PINPROF_BACKEND picks the clock.
       # Each round's pinprof output is kept: which phase of the profiled rows grew (wait, pin, compute).
