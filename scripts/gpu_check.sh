@@ -113,7 +113,11 @@ log="$OUT/gpu_check.log"
       # What the "GPU waits for the host between steps" finding's advice saves on resnet50: the bare
       # script reading its loss each step against every 10 steps, alternated processes.
       sync-every) for r in $(seq ${SYNC_ROUNDS:-2}); do for n in 1 10; do
-                    timeout 90 python3 scripts/resnet_train.py --steps 100 --log-every $n | grep "steady mean"; done; done ;;
+                    timeout 90 python3 scripts/resnet_train.py --steps 100 --log-every $n | grep "steady mean"; done; done
+                  for n in 1 10; do  # and what pinprof's diagnosis says of each
+                    timeout 120 python3 -m profiler profile --out "$OUT/sync-every-$n" --no-plots -- \
+                      python3 scripts/resnet_train.py --steps 100 --log-every $n > "$OUT/sync-every-$n.txt" 2>&1
+                    grep -E "Headline|Verdict" "$OUT/sync-every-$n/diagnosis.md"; done ;;
       # pinprof profile against the bare script, process against process (CUPTI is process-wide);
       # PINPROF_BACKEND picks the clock.
       # Each round's pinprof output is kept: which phase of the profiled rows grew (wait, pin, compute).
