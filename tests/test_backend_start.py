@@ -66,6 +66,37 @@ def test_a_late_start_on_purpose_is_tried_even_after_a_refusal(
     assert fresh == [True]  # once a process: a real refusal is not tried again
 
 
+def test_a_late_start_on_purpose_is_tried_once_a_torch_profiler_has_stopped(
+    fresh: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In one pytest process of every GPU test, the first ask for a clock came from a loop run under
+    torch.profiler: refused then, CUPTI's own test module found it refused for good (21 GPU tests failed
+    on the H100, 2026-12-05). A start on purpose tries again once torch.profiler is off."""
+    monkeypatch.setattr(torch.autograd.profiler, "_is_profiler_enabled", True)
+    assert backend.recorder(CUDA) is None and fresh == []
+    assert backend.describe()["why"] == backend.PROFILER_RUNNING
+    assert backend.start(CUDA, late_ok=True) is None and fresh == []  # still running: not tried
+    monkeypatch.setattr(torch.autograd.profiler, "_is_profiler_enabled", False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert backend.recorder(CUDA) is None and fresh == []  # by itself, never
+    backend.start(CUDA, late_ok=True)
+    assert fresh == [True]  # on purpose: tried
+
+
+def test_a_late_start_on_purpose_is_tried_after_the_events_were_asked_for(
+    fresh: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PINPROF_BACKEND", "events")
+    current.cache_clear()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert backend.recorder(CUDA) is None and fresh == []
+    monkeypatch.setenv("PINPROF_BACKEND", "cupti")  # a test module that asks for CUPTI, after others
+    current.cache_clear()
+    assert backend.recorder(CUDA) is None and fresh == []  # by itself, never
+    backend.start(CUDA, late_ok=True)
+    assert fresh == [True]
+
+
 def test_before_cuda_work_the_records_are_tried(fresh: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     backend.recorder(CUDA)

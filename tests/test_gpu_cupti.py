@@ -9,7 +9,7 @@ takes CUPTI over; the test takes it back after each (``backend.take_back``: a pr
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -25,17 +25,31 @@ from profiler.capture.cupti import layout
 from profiler.settings import current
 
 pytestmark = pytest.mark.gpu
-os.environ["PINPROF_BACKEND"] = "cupti"  # the tests' default is events (conftest), before the backend reads it
-current.cache_clear()
 KiB, MiB = 1 << 10, 1 << 20
 DEV = torch.device("cuda")
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _records_on() -> None:
-    """CUPTI's records for this module. In a run of every GPU test, others ran CUDA work first, and the
-    backend refuses to start by itself that late (``profiler.capture.backend``): started on purpose."""
+def _records_on() -> Iterator[None]:
+    """CUPTI's records for this module, and the events again after it (the other GPU modules' clock,
+    conftest). Set here, not when the module is imported: pytest imports every module before the first
+    test, so an import-time setting timed the other modules by CUPTI too, and their first loop, run under
+    torch.profiler, left CUPTI refused for this one (21 failures on the H100, 2026-12-05). In a run of
+    every GPU test, others ran CUDA work first, and the backend refuses to start by itself that late
+    (``profiler.capture.backend``): started on purpose."""
+    before = os.environ.get("PINPROF_BACKEND")
+    os.environ["PINPROF_BACKEND"] = "cupti"
+    current.cache_clear()
     backend.start(DEV, late_ok=True)
+    yield
+    rec = backend.recorder(DEV)
+    if rec is not None and rec.active:
+        rec.release("tests: the next modules time by events")
+    if before is None:
+        os.environ.pop("PINPROF_BACKEND", None)
+    else:
+        os.environ["PINPROF_BACKEND"] = before
+    current.cache_clear()
 
 
 def kineto(fn: Callable[[], Any]) -> list[dict[str, Any]]:

@@ -64,6 +64,8 @@ LATE = (
     "profiler.capture.backend.start() before the first CUDA work"
 )
 
+PROFILER_RUNNING = "torch.profiler is running: its Kineto holds CUPTI"
+
 HANDED_OVER = (
     "torch.profiler ran: CUPTI was handed to it, and the batches from then on are timed with CUDA events "
     "(taking CUPTI back while the process's CUDA work runs hung a resnet50 training loop on the H200)"
@@ -83,7 +85,10 @@ def start(device: torch.device, *, late_ok: bool = False) -> CuptiRecorder | Non
     global _recorder, _tried, _why
     if device.type != "cuda":
         return None
-    if not _tried or (late_ok and _why == LATE):  # a caller that starts late on purpose may after a refusal
+    # A caller that starts late on purpose may after a refusal that no longer holds: lateness, a
+    # torch.profiler that has stopped since, or the events asked for then (a test module that asks for
+    # CUPTI after others that timed by events, in one pytest process). A real failure is not tried again.
+    if not _tried or (late_ok and _recorder is None and _why in ("", LATE, PROFILER_RUNNING)):
         _tried = True
         _recorder, _why = _start(late_ok)
     return _recorder  # it may be handed over now and then (``active``): callers ask per batch
@@ -96,7 +101,7 @@ def _start(late_ok: bool) -> tuple[CuptiRecorder | None, str]:
     if s.cuda_tool:
         return None, "a CUDA tool is attached (Nsight Systems, or another CUPTI client): CUPTI's records are its"
     if torch.autograd.profiler._is_profiler_enabled:
-        return None, "torch.profiler is running: its Kineto holds CUPTI"
+        return None, PROFILER_RUNNING
     if not late_ok and torch.cuda.is_initialized():
         return None, LATE
     cuda = torch.version.cuda
