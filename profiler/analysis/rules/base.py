@@ -46,7 +46,8 @@ def _int(cfg: pd.Series, key: str) -> int | None:
 class Case:
     """One scenario's means (``m``: ms, ``bytes``, ``pinned_GBps``, ``pin_faults``, ``pin_allocs``,
     ``gc_batches``: batches a full garbage collection fell in, ``gc_longest``: ms, ``cupti_share``: the
-    share of its batches CUPTI timed, ``launch_gap`` and ``after_step``: ms, ``profiler.analysis.diagnose``) and settings, as the rules read them; ``found``: the findings of
+    share of its batches CUPTI timed, ``launch_gap`` and ``after_step``: ms,
+    ``profiler.analysis.diagnose``) and settings, as the rules read them; ``found``: the findings of
     the rules that ran before."""
 
     m: dict[str, float]
