@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from profiler.bench.rounds import median_interval
+
 STEADY = re.compile(r"steady step ms \(median of (\d+)\): ([0-9.]+)")
 WAIT = re.compile(r"steady wait ms \(median of (\d+)\): ([0-9.]+)")  # scripts/resnet_train.py's wait for a batch
 
@@ -113,6 +115,18 @@ def main() -> None:
             f"pinprof profile / bare, median of {len(ratios)} rounds: {statistics.median(ratios):.4f} "
             f"(range {min(ratios):.4f}-{max(ratios):.4f}); steady step bare {statistics.median(bare_ms):.3f} ms, "
             f"profiled {statistics.median(prof_ms):.3f} ms; GPU clock {backend}"
+        )
+        # What the rounds can tell: the median's interval, and the bare processes' own spread, which a
+        # target of 1% must be read against (profiler.bench.rounds)
+        got_ci = median_interval(ratios)
+        ci = (
+            f"{got_ci[0]:.4f}-{got_ci[1]:.4f} ({got_ci[2]:.1%} coverage)"
+            if got_ci
+            else f"none ({len(ratios)} rounds are too few for 90%)"
+        )
+        print(
+            f"median ratio's interval (order statistics, 90% or more): {ci}; bare processes alone "
+            f"{min(bare_ms):.3f}-{max(bare_ms):.3f} ms a step"
         )
 
 

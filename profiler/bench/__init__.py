@@ -4,7 +4,8 @@ workloads, the bandwidth sweep and calibration (``bandwidth``), multi-rank launc
 (``distributed``), the two quoted benchmarks (``quoted``) and CUPTI records through torch.profiler
 (``cupti``, the independent check), a clock around ``pinprof profile``'s hooks from outside
 (``hook_timers``), a recording of CUPTI's buffers replayed through the recorder (``cupti_replay``), and
-the older checkout the benchmarks in ``scripts/`` run beside this one (``baseline``).
+the older checkout the benchmarks in ``scripts/`` run beside this one (``baseline``), and what their
+rounds can tell (``rounds``: the median ratio's interval).
 
 May import: torch, torchvision and every subpackage but ``cli`` (``quoted`` alone runs the CLI).
 """
