@@ -158,10 +158,7 @@ def _backward(*args: Any, **kwargs: Any) -> Any:
     # the first code after a backward runs with its data out of the caches, and pays for it.
     if got is not None and _session is s:
         t2 = perf_counter_ns()
-        try:
-            s.trained(got[0], got[1], t2)
-        except Exception as err:
-            _fail(err)
+        _guarded(s.trained, got[0], got[1], t2)
         if own is not None:
             own["own_sum"] += (perf_counter_ns() - t2) / 1e6
     return out
