@@ -151,10 +151,14 @@ log="$OUT/gpu_check.log"
                            --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 1; done ;;
       # The same for the short step, whose host launches set its pace: what CUPTI's kernel records and
       # their launch times cost each launch.
-      short-ablate) for v in PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_BACKEND=events; do
+      short-ablate) for v in ${SHORT_VARIANTS:-PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_BACKEND=events}; do
                       echo "--- $v"; env $v timeout 150 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
                         --timeout 90 -- python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 \
                         --steps 600 --warm 100 | tail -n 1; done ;;
+      # CUPTI's own cost a kernel launch: off, records, records with launch times, alternated processes
+      # (scripts/bench_launch_cost.py); the short step launches about a hundred kernels a step.
+      launch-cost) for r in $(seq ${LAUNCH_ROUNDS:-4}); do for m in off records latency; do
+                     timeout 60 python3 scripts/bench_launch_cost.py --mode $m; done; done ;;
       resident-lib) for b in cupti events cupti events; do PINPROF_BACKEND=$b timeout 60 python3 scripts/resident_loop.py --library; done ;;
       # The hooks alone on the resident loop, bare and hooked blocks in one process, CUPTI on for both
       # (then events): what of process-resident's ratio is the hooks', and what is CUPTI's own.
