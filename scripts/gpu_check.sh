@@ -148,13 +148,13 @@ log="$OUT/gpu_check.log"
       # the default first, in the same call, to compare against.
       resident-ablate) for v in PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_FLUSH_S=1000 PINPROF_BACKEND=events; do
                          echo "--- $v"; env $v timeout 100 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
-                           --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 1; done ;;
+                           --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 2; done ;;
       # The same for the short step, whose host launches set its pace: what CUPTI's kernel records and
       # their launch times cost each launch.
       short-ablate) for v in ${SHORT_VARIANTS:-PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_BACKEND=events}; do
                       echo "--- $v"; env $v timeout 150 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
                         --timeout 90 -- python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 \
-                        --steps 600 --warm 100 | tail -n 1; done ;;
+                        --steps 600 --warm 100 | tail -n 2; done ;;
       # CUPTI's own cost a kernel launch: off, records, records with launch times, alternated processes
       # (scripts/bench_launch_cost.py); the short step launches about a hundred kernels a step.
       launch-cost) for r in $(seq ${LAUNCH_ROUNDS:-4}); do for m in off records latency; do
