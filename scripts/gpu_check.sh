@@ -25,7 +25,12 @@ log="$OUT/gpu_check.log"
     echo "=== $step ($(date +%T))"
     case $step in
       # Each step has a time limit: a hung GPU call must not eat the session's device time.
-      tests) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider tests ;;
+      # Each test has a limit of its own too (pytest-timeout, on the GPU machine; one test runs a
+      # script under a limit of 180 s): a test that hangs
+      # prints its threads' stacks and the others still run (test_gpu_cupti's view-0 hung so, once,
+      # after the modules before it, 2026-12-05).
+      tests) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider \
+               --timeout=${GPU_TEST_LIMIT:-240} tests ;;
       run) timeout 180 python3 -m profiler run --out "$OUT/run-default" --force ;;
       quoted) timeout 120 python3 scripts/naive_benchmark.py --out "$OUT/naive" && timeout 120 python3 scripts/better_benchmark.py --out "$OUT/better" ;;
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
@@ -60,7 +65,8 @@ log="$OUT/gpu_check.log"
       # The CUPTI backend: a recording for the CPU tests (tests/data/h200_cupti), its agreement with
       # torch.profiler, and its cost against the events' side by side.
       record-cupti) timeout 120 python3 scripts/record_cupti.py --out "$OUT/record-cupti" ;;
-      cupti) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_cupti.py ;;
+      cupti) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider --timeout=${GPU_TEST_LIMIT:-240} \
+               tests/test_gpu_cupti.py ;;
       backends) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} ;;
       # The recorder's cost, this checkout against an older one (BASE_CLOCK on both: events unless
       # told cupti), side by side. Carry the older package as .base:
@@ -205,7 +211,8 @@ log="$OUT/gpu_check.log"
                     --cases "${TUNE_CASES:-naive,better,resnet,loader}" --budget-s ${TUNE_BUDGET_S:-150} \
                     --only "${TUNE_ONLY:-}" ;;
       # Some GPU test files only: GPU_TEST_FILES="tests/test_gpu_prefetcher.py tests/test_gpu_profile.py".
-      gpu-some) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider ${GPU_TEST_FILES:-tests} ;;
+      gpu-some) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider \
+                  --timeout=${GPU_TEST_LIMIT:-240} ${GPU_TEST_FILES:-tests} ;;
       gpu-profile) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_gpu_profile.py ;;
       # What CUPTI's Activity API gives and costs in a torch process (scripts/cupti_probe.py).
       cupti-probe) python3 -m pip show nvidia-cuda-cupti cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
