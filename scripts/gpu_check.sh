@@ -26,9 +26,8 @@ log="$OUT/gpu_check.log"
     case $step in
       # Each step has a time limit: a hung GPU call must not eat the session's device time.
       # Each test has a limit of its own too (pytest-timeout, on the GPU machine; one test runs a
-      # script under a limit of 180 s): a test that hangs
-      # prints its threads' stacks and the others still run (test_gpu_cupti's view-0 hung so, once,
-      # after the modules before it, 2026-12-05).
+      # script under a limit of 180 s): a test that hangs prints its threads' stacks and the others
+      # still run (test_gpu_cupti's view-0 hung so, once, after the modules before it, 2026-12-05).
       tests) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider \
                --timeout=${GPU_TEST_LIMIT:-240} tests ;;
       run) timeout 180 python3 -m profiler run --out "$OUT/run-default" --force ;;
