@@ -296,12 +296,14 @@ def test_event_rows_and_cupti_rows_land_on_one_host_timeline() -> None:
     for field, value in zip(("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum"), (2.0, 3.0, 3.0, 7.0, 1.0)):
         store.set_gpu(0, ["h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum"].index(field), value)
     # row 1, CUPTI: host ms, and the kernels' busy time 2.5 ms within a 4 ms span
-    store.set_cupti(1, h2d=(1012.0, 1012.5, 0.5), src="pageable", comp=(1013.0, 1017.0, 2.5))
+    store.set_cupti(1, h2d=(1012.0, 1012.5, 0.5), src="pageable", comp=(1013.0, 1017.0, 2.5, 3))
     raw = store.columns()
     tl = build_timeline(raw, 1000.0, ClockMap(1000.0, 1.0), {"run": "r", "scenario": "s", "mode": "pinned"})
     assert list(tl.gpu_clock) == ["events", "cupti", "events"]
     assert tl.h2d_start_ms.tolist()[:2] == [2.0, 12.0] and tl.h2d_ms.tolist()[:2] == [1.0, 0.5]
     assert tl.compute_ms.tolist()[:2] == [4.0, 2.5]  # events: the span; CUPTI: the busy time
+    # the step's kernels counted on CUPTI's row only; an events row has no count (empty, not 0)
+    assert tl.kernels.dtype == "Int64" and tl.kernels.isna().tolist() == [True, False, True] and tl.kernels[1] == 3
     assert tl.src_memory.tolist() == ["pinned", "pageable", "pinned"]
     assert tl.h2d_ms.isna().tolist() == [False, False, True]
     # on a CPU device (no clock, no CUPTI row) nothing is GPU-timed
@@ -344,6 +346,7 @@ def test_records_delivered_after_their_batch_was_written_are_added_to_it() -> No
     records.process(force=False)
     cols = store.columns()
     assert cols["comp_gsum"][0] == pytest.approx(1.0) and np.isnan(cols["h2d_gsum"][0])
+    assert cols["comp_kernels"][0] == 1
     assert stats.unmatched_calls == 1
     # the other queue: batch 0's copy and backward kernel (late: added), batch 1's backward (in time)
     other = (
@@ -355,6 +358,7 @@ def test_records_delivered_after_their_batch_was_written_are_added_to_it() -> No
     records.process(force=True)
     cols = store.columns()
     assert cols["comp_gsum"].tolist() == pytest.approx([3.0, 4.0])
+    assert cols["comp_kernels"].tolist() == [2, 3]  # the late backward kernel counted in batch 0's row
     assert cols["comp_gs"][0] == pytest.approx(2.0) and cols["comp_ge"][0] == pytest.approx(6.0)
     assert cols["h2d_gsum"].tolist() == pytest.approx([0.2, 0.1])
     assert cols["src_memory"][0] == "pinned"
@@ -390,7 +394,24 @@ def test_a_training_steps_backward_from_its_own_queue_is_added_to_the_rows_on_h2
     comp = cols["comp_gsum"][covered]
     assert (comp > 1.2).all() and (comp < 1.35).all(), (comp.min(), comp.max())
     assert not np.isnan(cols["h2d_gsum"][covered]).any()  # (the rows after them lack buffers cut off)
-    print(f"{len(covered)} rows: compute_ms {comp.min():.4f}-{comp.max():.4f}, {stats.late_added} late records added")
+    # Each row's kernel count against a plain count of the recording's launches inside that batch's
+    # step windows, on the host clock, buffer by buffer: the main thread's and autograd's alike.
+    buffers, meta = cupti_replay.load(DATA.parent / "h200_thread_queues" / "recording.npz")
+    sizes = {int(k): v for k, v in meta["sizes"].items()}
+    launches = np.concatenate(
+        [
+            cupti_replay.to_host(q[q > 0], c["host_ns"], c["cupti"], c["rate"])
+            for raw, c in zip(buffers, meta["clocks"])
+            if len(q := layout.parse(raw, dict(sizes))[KERNEL]["queued"])
+        ]
+    )
+    by_row = {b["row"]: b["windows"] for b in batches}
+    counted = [sum(int(((launches >= a) & (launches <= e)).sum()) for a, e in by_row[r]) for r in covered]
+    assert cols["comp_kernels"][covered].tolist() == counted
+    print(
+        f"{len(covered)} rows: compute_ms {comp.min():.4f}-{comp.max():.4f}, kernels {min(counted)}-{max(counted)}, "
+        f"{stats.late_added} late records added"
+    )
 
 
 def test_a_late_kernel_of_an_old_batch_is_still_added_among_many_kept() -> None:

@@ -246,7 +246,7 @@ def test_compute_ms_holds_backward_launched_from_autograds_thread() -> None:
 
     loop(loader_of(batches[:3]))  # warm: kernels loaded, optimizer state made
     late0 = int(backend.describe().get("late_records", 0))
-    ours, per_step = [], []
+    ours, per_step, launches = [], [], []
     for _ in range(3):
         session = AutoSession(DEV, run="test")
         auto_hooks.start(session)
@@ -257,6 +257,7 @@ def test_compute_ms_holds_backward_launched_from_autograds_thread() -> None:
         ours.append(session.close())
         ev = kineto(lambda: loop(loader_of(batches)))
         per_step.append(sum(e["dur_ms"] for e in ev if e["cat"] == "kernel") / len(batches))
+        launches.append(sum(e["cat"] == "kernel" for e in ev) / len(batches))
     import pandas as pd
 
     tl = pd.concat(ours, ignore_index=True)
@@ -267,10 +268,13 @@ def test_compute_ms_holds_backward_launched_from_autograds_thread() -> None:
     print(
         f"training step: pinprof compute_ms median {tl.compute_ms.median():.4f} min {tl.compute_ms.min():.4f} "
         f"max {tl.compute_ms.max():.4f} | torch.profiler kernels a step {truth:.4f} | rel max {rel.max():.4f} | late {late}"
+        f" | kernels a row {sorted(set(tl.kernels.tolist()))}, torch.profiler's a step {sorted(set(launches))}"
     )
     assert set(tl.gpu_clock) == {"cupti"}
     assert late == 0
     assert (rel < 0.05).all()
+    # each row counts its step's launches, the backward's from autograd's thread included
+    assert tl.kernels.median() == np.median(launches)
 
 
 def test_compute_ms_is_the_steps_kernel_time_and_follows_its_own_batch() -> None:

@@ -22,7 +22,7 @@ from profiler.cli import build_parser, main
 from profiler.cli.args import load_report
 from profiler.render.terminal import WIDTH, table
 from profiler.report import folder as report
-from profiler.report.files import read_timeline
+from profiler.report.files import read_meta, read_timeline
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -291,3 +291,24 @@ def test_summary_md_names_the_folder_and_the_command_that_made_it(tmp_path: Path
     report.write_report(run, read_timeline(run), info, {}, lambda s: None, plots=False)
     head = (run / "summary.md").read_text("utf-8").splitlines()[:3]
     assert head == ["# pinprof report rep", "", "`pinprof profile -- python train.py --lr '1e-3' --epochs 2`"]
+
+
+def test_the_terminal_says_cupti_costs_each_kernel_launch_beside_pinprofs_own_time() -> None:
+    """resnet50 on the H200 under ``pinprof profile`` (``tests/data/h200_resnet_process``, CUPTI's
+    rows): the brief states pinprof's own time; where the rows count their step's kernels (``kernels``,
+    CUPTI's), it says those launches paid CUPTI's records outside that figure. The recording predates
+    the column (an older file: empty), so the count is set here as CUPTI gives one, a whole number a
+    row; a row with none (the events clock) says nothing of it."""
+    from profiler.analysis.reading import analyse
+    from profiler.render.terminal import brief
+
+    folder = ROOT / "tests" / "data" / "h200_resnet_process"
+    tl = read_timeline(folder / "timeline.csv")
+    info = read_meta(folder / "meta.json")
+    assert tl.kernels.isna().all()  # an older file: the column is there, empty
+    plain = brief(analyse(tl, None, info))
+    assert "pinprof's own time: " in plain and "kernel launches" not in plain
+    counted = tl.assign(kernels=pd.array([322] * len(tl), dtype="Int64"))
+    said = " ".join(brief(analyse(counted, None, info)).split())
+    assert "pinprof's own time: " in said
+    assert "not in it: CUPTI's record of each of the step's 322 kernel launches" in said, said

@@ -43,10 +43,14 @@ def test_gpu_fields_of_a_queued_row_land_on_that_row() -> None:
     for b in range(3):
         s.append(_rec(b))
     s.set_gpu(1, RAW_GPU.index("h2d_gsum"), 2.5)
-    s.set_cupti(2, h2d=(1.0, 2.0, 0.75), src="pageable", comp=(3.0, 4.0, 0.5))
+    s.set_cupti(2, h2d=(1.0, 2.0, 0.75), src="pageable", comp=(3.0, 4.0, 0.5, 2))
     cols = s.columns()
     assert np.isnan(cols["h2d_gsum"][0]) and cols["h2d_gsum"][1:].tolist() == [2.5, 0.75]
     assert cols["comp_gsum"][2] == 0.5 and cols["src_memory"] == ["pinned", "pinned", "pageable"]
+    assert np.isnan(cols["comp_kernels"][:2]).all() and cols["comp_kernels"][2] == 2
+    s.add_cupti(2, h2d=None, src=None, comp=(3.5, 5.0, 0.25, 3))  # late kernels: counted in
+    cols = s.columns()
+    assert cols["comp_kernels"][2] == 5 and cols["comp_gsum"][2] == 0.75 and cols["comp_ge"][2] == 5.0
 
 
 def test_a_count_skipped_by_a_signal_leaves_later_rows_aligned() -> None:

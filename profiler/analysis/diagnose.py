@@ -45,7 +45,7 @@ TIMES = (
     "gc",
     "gc_fetch",
 )
-COUNTS = ("pin_faults", "pin_allocs")
+COUNTS = ("pin_faults", "pin_allocs", "kernels")  # medians, under their own names
 # On the H200 a pin-bound loop had a median fetch of 0.22 ms and a mean of 12 ms
 # (tests/data/h200_pin_bound): the median said the loader never made the loop wait.
 

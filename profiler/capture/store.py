@@ -48,7 +48,7 @@ def note_memory(rec: dict[str, Any], kind: str, out: Any) -> Any:
 
 _H, _G = len(NUMERIC), len(RAW_GPU)
 _GPU_NAN = (NAN,) * _G
-_GS, _GE, _CS, _CE, _GSUM, _CSUM, _CLOCK = (RAW_GPU.index(k) for k in RAW_GPU)
+_GS, _GE, _CS, _CE, _GSUM, _CSUM, _CLOCK, _CK = (RAW_GPU.index(k) for k in RAW_GPU)
 
 
 # Rows kept as their records until written into the arrays: past this many, ``append`` writes them
@@ -136,11 +136,11 @@ class Store:
         row: int,
         h2d: tuple[float, float, float] | None,
         src: str | None,
-        comp: tuple[float, float, float],
+        comp: tuple[float, float, float, int],
     ) -> None:
         """``row``'s GPU fields from CUPTI's records, host ms: the copies' (first start, last end, summed
         time), the DMA's source memory as CUPTI names it, the step's kernels' (first start, last end,
-        busy time); NaN stays for what no record showed. Called in row order."""
+        busy time, how many); NaN stays for what no record showed. Called in row order."""
         if row >= len(self._kinds):
             self._fold()
         base = row * _G
@@ -149,7 +149,7 @@ class Store:
             return  # a row torn by a signal, dropped since
         if h2d is not None:
             gpu[base + _GS], gpu[base + _GE], gpu[base + _GSUM] = h2d
-        gpu[base + _CS], gpu[base + _CE], gpu[base + _CSUM] = comp
+        gpu[base + _CS], gpu[base + _CE], gpu[base + _CSUM], gpu[base + _CK] = comp
         gpu[base + _CLOCK] = CUPTI_CLOCK
         if src is not None and row < len(self._kinds):
             self._kinds[row] = src
@@ -162,7 +162,7 @@ class Store:
         row: int,
         h2d: tuple[float, float, float] | None,
         src: str | None,
-        comp: tuple[float, float, float] | None,
+        comp: tuple[float, float, float, int] | None,
     ) -> None:
         """Records that came after ``row`` was written (``set_cupti``), added to it: first starts and
         last ends widened, summed and busy times added (a late record is another thread's, run
@@ -175,10 +175,13 @@ class Store:
         if len(gpu) < base + _G:
             return
         first_copy = gpu[base + _GSUM] != gpu[base + _GSUM]  # NaN: no copy record was set before
+        if comp is not None:
+            kernels = gpu[base + _CK]
+            gpu[base + _CK] = comp[3] if kernels != kernels else kernels + comp[3]
         for got, (i_s, i_e, i_sum) in ((h2d, (_GS, _GE, _GSUM)), (comp, (_CS, _CE, _CSUM))):
             if got is None:
                 continue
-            s, e, total = got
+            s, e, total = got[:3]
             old_s, old_e, old_sum = gpu[base + i_s], gpu[base + i_e], gpu[base + i_sum]
             gpu[base + i_s] = s if old_s != old_s else min(old_s, s)  # NaN: nothing there yet
             gpu[base + i_e] = e if old_e != old_e else max(old_e, e)

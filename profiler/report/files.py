@@ -192,6 +192,7 @@ NON_NEGATIVE = (
     "prefetch_factor",
     "pin_faults",
     "pin_allocs",
+    "kernels",
 )
 
 

@@ -111,6 +111,8 @@ def build_timeline(
         **{k: static.get(k) for k in CONFIG},
         "pin_faults": pin["pin_faults"],  # float with NaN: _typed makes them Int64
         "pin_allocs": pin["pin_allocs"],
+        # CUPTI's rows only: an events row's field stays NaN (empty)
+        "kernels": np.asarray(raw["comp_kernels"], dtype=float),
     }
     return conform(pd.DataFrame(_typed(columns, n), index=pd.RangeIndex(n)))
 

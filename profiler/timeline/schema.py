@@ -79,6 +79,10 @@ pin step counts (Int64; empty when the batch was not pinned while pinprof watche
                   worker's shared memory, which the pin copy is the first to read (up to 64 KiB a
                   fault: Linux maps file-backed pages around the faulting one)
     pin_allocs    blocks torch's pinned allocator created during the pin step (``num_host_alloc``)
+GPU counts (Int64)
+    kernels       the kernels of the batch's step as CUPTI recorded them (those ``compute_ms`` sums):
+                  each launch also paid CUPTI's record in the driver, which ``pinprof_ms`` does not
+                  hold; empty with the events clock, whose ``compute_ms`` is an event span
 
 In mode ``prefetch`` a batch's fetch and copy run during the previous batch's step (that is the
 mode), so its ``fetch_*`` and ``h2d_*`` intervals lie before its ``batch_start_ms``; its batch
@@ -143,7 +147,7 @@ CONFIG: dict[str, str] = {
     "framework": "str",
     "gc_frozen": "Int64",
 }
-COUNTS: dict[str, str] = {"pin_faults": "Int64", "pin_allocs": "Int64"}
+COUNTS: dict[str, str] = {"pin_faults": "Int64", "pin_allocs": "Int64", "kernels": "Int64"}
 # What a missing identity column means in a file from elsewhere (an nsys import, an older version).
 DEFAULTS: dict[str, Any] = {
     "epoch": 0,
@@ -159,8 +163,8 @@ COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 # Raw per-batch fields the recorder fills: host times in ms on the now_ms clock (``*_sum``: summed
 # durations of a phase entered several times). GPU times: with CUDA events (``gpu_clock`` NaN), ms
 # elapsed since the first anchor event; from CUPTI's records (``gpu_clock`` 1), host ms already.
-# ``h2d_gsum`` the copies' GPU durations summed, ``comp_gsum`` the step's kernels' busy time (CUPTI
-# only; NaN when absent).
+# ``h2d_gsum`` the copies' GPU durations summed, ``comp_gsum`` the step's kernels' busy time and
+# ``comp_kernels`` their number (CUPTI only; NaN when absent).
 RAW_HOST = (
     "batch_s",
     "batch_e",
@@ -186,7 +190,7 @@ RAW_HOST = (
     "request",
     "own_sum",
 )
-RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum", "comp_gsum", "gpu_clock")
+RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum", "comp_gsum", "gpu_clock", "comp_kernels")
 # Raw pin-step measures (``profiler.capture.pin_hook``): ms of thread CPU time, page faults, pinned
 # allocations and ms in them; NaN when the batch was not pinned while the hook was installed.
 RAW_PIN = ("pin_cpu", "pin_faults", "pin_allocs", "pin_alloc")

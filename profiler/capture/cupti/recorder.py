@@ -135,12 +135,13 @@ def _lists(mem: dict[str, np.ndarray]) -> dict[str, list[int]]:
     return {c: mem[c].tolist() for c in ("start", "end", "src_kind")}
 
 
-def _steps_ms(pick: np.ndarray, group: np.ndarray, ker: dict[str, np.ndarray], groups: int) -> tuple[list[float], ...]:
-    """(first start, last end, busy time) in ms of the kernels ``pick`` (indices into ``ker``) of each
-    group 0..groups-1 (``group``, one per pick; ``attribute.per_group``), as lists: each batch's row
-    reads three of them."""
+def _steps_ms(pick: np.ndarray, group: np.ndarray, ker: dict[str, np.ndarray], groups: int) -> tuple[list[Any], ...]:
+    """(first start, last end, busy time) in ms, and the number, of the kernels ``pick`` (indices into
+    ``ker``) of each group 0..groups-1 (``group``, one per pick; ``attribute.per_group``), as lists:
+    each batch's row reads four of them."""
     start, end = ker["start"][pick], ker["end"][pick]
-    return tuple((v / 1e6).tolist() for v in attribute.per_group(group, start, end, groups))
+    times = [(v / 1e6).tolist() for v in attribute.per_group(group, start, end, groups)]
+    return (*times, np.bincount(group[group >= 0], minlength=groups).tolist())
 
 
 def _in_windows(ker: dict[str, np.ndarray], wins: list[tuple[int, int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -288,10 +289,10 @@ class Records:
         added = np.zeros(len(q), dtype=bool)
         pick, group = _in_windows(ker, wins)
         if len(pick):
-            first, last, busy = _steps_ms(pick, group, ker, len(done))
+            first, last, busy, count = _steps_ms(pick, group, ker, len(done))
             for i in np.unique(group).tolist():
                 d = done[i]
-                d.store.add_cupti(d.row, h2d=None, src=None, comp=(first[i], last[i], busy[i]))
+                d.store.add_cupti(d.row, h2d=None, src=None, comp=(first[i], last[i], busy[i], count[i]))
             added[pick] = True
         self.stats.late_added += int(added.sum())
         # Launched after the first batch's step began but before the oldest batch kept: no row can
@@ -375,11 +376,11 @@ class Records:
         # Kernels by the step window their launch fell in.
         wins = sorted((s, e, i, id(p.store)) for i, p in enumerate(ready) for s, e in p.windows)
         pick, group = _in_windows(ker, wins)
-        first, last, busy = _steps_ms(pick, group, ker, len(ready))
+        first, last, busy, count = _steps_ms(pick, group, ker, len(ready))
         cols = _lists(mem) if h2d else {}
         for i, p in enumerate(ready):
             ks = h2d.get(i)
-            comp = (first[i], last[i], busy[i])
+            comp = (first[i], last[i], busy[i], count[i])
             if ks:
                 times, src = _copies(cols, ks)
                 p.store.set_cupti(p.row, h2d=times, src=src, comp=comp)
