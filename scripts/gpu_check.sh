@@ -186,9 +186,11 @@ log="$OUT/gpu_check.log"
       # The bench's CUPTI hang, with one of pinprof's CUPTI calls taken away per run (scripts/cupti_hang.py).
       # A run still going after HANG_WAIT s is hung: the native stacks of its Python threads (py-spy,
       # carried as .dbg/*.whl) and each thread's kernel wait channel are printed, then it is killed.
+      # HANG_ARGS: more of the bench's arguments (--handover none: the records on throughout, which
+      # hung once on an H100, 2026-12-05: HANG_VARIANTS=early HANG_ARGS="--handover none" HANG_ROUNDS=10).
       cupti-hang) if ls .dbg/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl; fi
                   for v in ${HANG_VARIANTS:-as-is flush-off quiet-drainer quiet-flush-off}; do
-                    python3 scripts/cupti_hang.py $v -- --rounds ${HANG_ROUNDS:-2} --steps 40 & pid=$!
+                    python3 scripts/cupti_hang.py $v -- --rounds ${HANG_ROUNDS:-2} --steps 40 ${HANG_ARGS:-} & pid=$!
                     for _ in $(seq ${HANG_WAIT:-75}); do kill -0 $pid 2>/dev/null || break; sleep 1; done
                     if kill -0 $pid 2>/dev/null; then
                       echo "cupti-hang $v: HUNG (still running after ${HANG_WAIT:-75} s)"
