@@ -18,6 +18,7 @@ from profiler.analysis.compare import compare_modes
 from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Diagnosis, InputBound, Verdict
 from profiler.analysis.rules import RULES
+from profiler.bench import cupti_replay
 from profiler.report.files import read_calibration, read_meta, read_timeline
 from profiler.timeline.idle import gpu_idle
 
@@ -251,6 +252,29 @@ def test_a_short_step_is_told_the_host_sets_its_pace_and_how_to_cut_its_launches
     assert gap > 0.5 * d.means["batch"]
     assert [c.gain_ms for c in top.changes] == pytest.approx([gap, gap, 0.0])
     assert "reduce-overhead" in top.changes[0].what and "torch.compile" in top.changes[1].what
+
+
+def test_the_host_rule_gives_the_time_a_launch_from_the_rows_kernel_count() -> None:
+    """The same short step's kernels a row, as CUPTI's records of it give them (its recorded buffers,
+    ``tests/data/h200_thread_queues``, replayed: 108 a step), set on ``h200_short_step``'s rows, which
+    predate the column: the evidence says how many launches the span held, and one every span / count.
+    Without the count (an older file, the events) it says neither."""
+    store, _, batches, last = cupti_replay.replay_live(
+        *cupti_replay.load(DATA / "h200_thread_queues" / "recording.npz")
+    )
+    covered = [b["row"] for b in batches if b["windows"] and b["windows"][-1][1] < min(last)]
+    count = int(np.median(store.columns()["comp_kernels"][covered]))
+    tl = read_timeline(DATA / "h200_short_step")
+    assert tl.kernels.isna().all()
+    (plain,) = diagnose(tl, None, 16)
+    assert plain.findings[0].verdict == Verdict.HOST_BOUND and "launch every" not in plain.findings[0].evidence
+    (d,) = diagnose(tl.assign(kernels=pd.array([count] * len(tl), dtype="Int64")), None, 16)
+    top = d.findings[0]
+    steady = tl[~tl.warmup]
+    span = (steady.compute_end_ms - steady.compute_start_ms).clip(lower=steady.compute_ms).mean()
+    assert top.verdict == Verdict.HOST_BOUND and f"({count} kernels: one launch every" in top.evidence
+    said = float(top.evidence.split("one launch every ")[1].split(" us")[0])
+    assert said == pytest.approx(1e3 * span / count, abs=0.06), (said, span, count)
 
 
 def test_the_host_rule_needs_cuptis_busy_time_and_a_gpu_that_is_not_busy() -> None:

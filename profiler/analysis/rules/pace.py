@@ -123,8 +123,17 @@ def host_bound(c: Case) -> bool:
 
 def _host_evidence(c: Case) -> str:
     span = c.comp + c.launch_gap
+    kernels = c.m.get("kernels", float("nan"))
+    # With the count (CUPTI's rows: ``kernels``), the span per launch: the host's time for one operator,
+    # its Python, torch's dispatch and the launch (CUPTI's record of it included), which a CUDA graph
+    # replaces with one launch for the whole step.
+    each = (
+        f" ({kernels:.0f} kernels: one launch every {1e3 * span / kernels:.1f} us, CUPTI's record of each included)"
+        if kernels == kernels and kernels > 0
+        else ""
+    )
     return (
-        f"CUPTI's records: the step's kernels ran {fmt(c.comp)} of their {fmt(span)} span on the GPU, so for "
+        f"CUPTI's records: the step's kernels ran {fmt(c.comp)} of their {fmt(span)} span on the GPU{each}, so for "
         f"{fmt(c.launch_gap)} of the mean {fmt(c.batch)} batch ({share(c.launch_gap, c)}) the GPU waited "
         "between them for the host to launch the next one: the step's Python and its one launch per "
         "operator set the pace, not the input pipeline nor the GPU."
