@@ -8,6 +8,7 @@ there (bytes, copies, host-timed), with no CUDA events.
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -50,6 +51,15 @@ def test_a_plain_training_script_gets_one_row_per_batch(tmp_path: Path) -> None:
     assert meta_of(tmp_path / "r")["partial"] is False
     loaders = meta_of(tmp_path / "r")["loaders"]  # each batch copied and stepped before the next is fetched
     assert loaders["TensorDataset/bs16/w2"]["pattern"] == "plain"
+    # What pinprof cost the loop, in every report a person reads: the steady rows' mean pinprof_ms, and
+    # its share of their mean batch; no CUPTI kernel count on a CPU machine
+    steady = tl[~tl.warmup]
+    own = steady.pinprof_ms.mean()
+    said = f"pinprof's own time: {own:.3f} ms a batch on the loop's thread ({100 * own / steady.batch_ms.mean():.1f}%)"
+    for name in ("summary.md", "diagnosis.md", "report.html"):
+        text = html.unescape((tmp_path / "r" / name).read_text())
+        assert text.count(said) == 1 and "kernel launches" not in text, (name, said)
+    assert said in " ".join(run.stderr.split())  # the terminal's brief goes to stderr, beside the script's own output
 
 
 def test_a_script_that_raises_still_gets_its_report(tmp_path: Path) -> None:

@@ -135,5 +135,24 @@ class Diagnosis:
         )
 
     @property
+    def own_line(self) -> str:
+        """What pinprof itself cost the loop, as every report states it: its own time on the loop's
+        thread (``pinprof_ms``, mean over the steady batches) and its share of the batch; where CUPTI
+        counted the step's kernels (``kernels``), that each of those launches also paid CUPTI's record in
+        the driver, which no clock of pinprof's can tell from the launch (``scripts/bench_launch_cost.py``
+        measures it: 1.2-1.3 us a launch on the H200, reports/README.md). "" where not measured."""
+        own, batch = self.means.get("pinprof", float("nan")), self.means.get("batch", float("nan"))
+        if not (own == own and batch == batch and batch > 0):
+            return ""
+        line = f"pinprof's own time: {own:.3f} ms a batch on the loop's thread ({100 * own / batch:.1f}%)"
+        kernels = self.means.get("kernels", float("nan"))
+        if kernels == kernels and kernels > 0:
+            line += (
+                f"; not in it: CUPTI's record of each of the step's {kernels:.0f} kernel launches, paid in the "
+                "driver (PINPROF_BACKEND=events has no such cost)"
+            )
+        return line
+
+    @property
     def verdict(self) -> Verdict:
         return self.findings[0].verdict if self.findings else Verdict.NO_DATA

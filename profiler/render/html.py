@@ -191,6 +191,8 @@ def report_html(title: str, a: Analysis, info: dict[str, Any], compare: list[str
         parts.append(f"<p class='headline' id='headline-{i}'>{_e(d.headline.text or 'no headline')}</p>")
         if d.loop_line:
             parts.append(f"<p class='note'>Loop: {_e(d.loop_line)}.</p>")
+        if d.own_line:
+            parts.append(f"<p class='note' id='own-{i}'>{_e(d.own_line)}.</p>")
         for j, f in enumerate(d.findings):
             label = "Verdict" if j == 0 else "Also"
             parts.append(f"<p class='verdict'><b>{label}: {_e(f.verdict.label)}</b> - {_e(f.evidence)}</p>")

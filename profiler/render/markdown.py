@@ -55,6 +55,13 @@ def cell_text(value: object, fmt: str, col: str) -> str:
     return fmt.format(float(value) / 2**20 if col == "bytes" else value)  # type: ignore[arg-type]
 
 
+def own_lines(diags: list[Diagnosis]) -> str:
+    """What pinprof cost each scenario's loop (``Diagnosis.own_line``), for the summary: "" if none
+    was measured (``pinprof run``'s prefetch mode, a file from elsewhere)."""
+    said = [f"- {md(d.scenario)}: {md(d.own_line)}" for d in diags if d.own_line]
+    return "\n" + "\n".join(said) + "\n" if said else ""
+
+
 def summary_table(summary: pd.DataFrame) -> str:
     """A compact Markdown table (medians in ms; empty = not measured)."""
     columns = headings(summary)
@@ -91,6 +98,9 @@ def diagnosis_text(
             lines.append("")
         if d.loop_line:
             lines.append(f"Loop: {md(d.loop_line)}.")
+            lines.append("")
+        if d.own_line:
+            lines.append(f"{md(d.own_line)}.")
             lines.append("")
         if not d.findings:
             lines.append("- no bottleneck rule fired: the phases are balanced.")

@@ -54,18 +54,8 @@ def brief(analysis: Analysis, width: int = WIDTH) -> str:
         caveat = ahead_without_steps(d.loop, d.framework)  # rows not their batch's own: said before any figure is read
         if caveat:
             lines.extend(wrap.wrap(f"  rows: {caveat}"))
-        own, batch = d.means.get("pinprof", float("nan")), d.means.get("batch", float("nan"))
-        if own == own and batch == batch and batch > 0:  # measured: say what pinprof itself cost
-            said = f"  pinprof's own time: {own:.3f} ms a batch on the loop's thread ({100 * own / batch:.1f}%)"
-            kernels = d.means.get("kernels", float("nan"))
-            if kernels == kernels and kernels > 0:
-                # CUPTI's records cost each launch in the driver, inside the user's own calls, where no
-                # clock of pinprof's can tell it apart (1.2-1.3 us a launch on the H200: reports/README.md)
-                said += (
-                    f"; not in it: CUPTI's record of each of the step's {kernels:.0f} kernel launches, paid in "
-                    "the driver (PINPROF_BACKEND=events has no such cost)"
-                )
-            lines.extend(wrap.wrap(said))
+        if d.own_line:  # measured: say what pinprof itself cost
+            lines.extend(wrap.wrap(f"  {d.own_line}"))
         if d.findings:
             top = d.findings[0]
             lines.extend(wrap.wrap(f"  verdict: {top.verdict.label}"))

@@ -16,7 +16,7 @@ import pandas as pd
 from profiler.analysis.reading import Analysis, analyse
 from profiler.analysis.warmup import AUTO
 from profiler.names import clean
-from profiler.render.markdown import diagnosis_text, md, summary_table
+from profiler.render.markdown import diagnosis_text, md, own_lines, summary_table
 from profiler.report import files
 
 
@@ -82,7 +82,8 @@ def write_report(
     if isinstance(command, str) and command:
         made_by = "`" + md(" ".join(command.split()).replace("`", "'")) + "`\n\n"  # one line, one code span
     files.write_text_atomic(
-        out / "summary.md", f"# pinprof report {md(clean(out.name))}{partial}\n\n{made_by}{md_table}{clock}"
+        out / "summary.md",
+        f"# pinprof report {md(clean(out.name))}{partial}\n\n{made_by}{md_table}{own_lines(a.diags)}{clock}",
     )
     echo(table(a.summary) if len(a.summary) else "No batch was measured.")
     if len(tl):
