@@ -31,14 +31,15 @@ import time
 
 import torch
 
-MEMCPY, CONCURRENT_KERNEL = 1, 10  # CUpti_ActivityKind
+from profiler.capture.cupti.lib import FLUSH_FORCED
+
 MODES = ("off", "records", "latency")
 
 
 def start_records(latency: bool) -> tuple[object, list[int], threading.Event]:
     """CUPTI's records on, through pinprof's shim; (library, [record bytes given back], stop event)."""
     from profiler.capture.cupti.lib import load
-    from profiler.capture.cupti.recorder import BUFFER_BYTES, MAX_BUFFERS
+    from profiler.capture.cupti.recorder import BUFFER_BYTES, DRAIN_S, FLUSH_PERIOD_MS, KERNEL, MAX_BUFFERS, MEMCPY
     from profiler.capture.cupti.shim import Shim, build
     from profiler.settings import current
 
@@ -53,13 +54,13 @@ def start_records(latency: bool) -> tuple[object, list[int], threading.Event]:
         sys.exit(f"bench_launch_cost: cuptiActivityRegisterCallbacks returned {lib.result_string(code)}")
     if latency:
         lib.call("cuptiActivityEnableLatencyTimestamps", 1)
-    for kind in (MEMCPY, CONCURRENT_KERNEL):
+    for kind in (MEMCPY, KERNEL):  # what the recorder enables (CuptiRecorder._enable)
         lib.call("cuptiActivityEnable", kind)
-    lib.call("cuptiActivityFlushPeriod", 500)
+    lib.call("cuptiActivityFlushPeriod", FLUSH_PERIOD_MS)
     given, stop = [0], threading.Event()
 
     def drain() -> None:
-        while not stop.wait(0.1):
+        while not stop.wait(DRAIN_S):
             while (got := shim.take()) is not None:
                 shim.give(got[0])
                 given[0] += got[1]
@@ -91,7 +92,7 @@ def main() -> None:
         if i >= args.warm:
             per_launch.append((t1 - t0) / args.kernels / 1e3)
     if lib is not None:
-        lib.call("cuptiActivityFlushAll", 1)  # type: ignore[attr-defined]
+        lib.call("cuptiActivityFlushAll", FLUSH_FORCED)  # type: ignore[attr-defined]
         time.sleep(0.3)  # the drain thread's next turn takes the flushed buffers
         stop.set()  # type: ignore[union-attr]
     q = statistics.quantiles(per_launch, n=10)
