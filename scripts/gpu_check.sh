@@ -155,10 +155,10 @@ log="$OUT/gpu_check.log"
                          echo "--- $v"; env $v timeout 100 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
                            --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 2; done ;;
       # The same for the short step, whose host launches set its pace: what CUPTI's kernel records and
-      # their launch times cost each launch.
+      # their launch times cost each launch. A round (two processes) took 37 s on an H100 (2026-12-05).
       short-ablate) for v in ${SHORT_VARIANTS:-PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_BACKEND=events}; do
-                      echo "--- $v"; env $v timeout 150 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
-                        --timeout 90 -- python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 \
+                      echo "--- $v"; env $v timeout $(( 40 + 40 * ${PROCESS_ROUNDS:-4} )) python3 scripts/bench_process_overhead.py \
+                        --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 \
                         --steps 600 --warm 100 | tail -n 2; done ;;
       # CUPTI's own cost a kernel launch: off, records, records with launch times, alternated processes
       # (scripts/bench_launch_cost.py); the short step launches about a hundred kernels a step.
@@ -189,17 +189,26 @@ log="$OUT/gpu_check.log"
       # HANG_ARGS: more of the bench's arguments (--handover none: the records on throughout, which
       # hung once on an H100, 2026-12-05: HANG_VARIANTS=early HANG_ARGS="--handover none" HANG_ROUNDS=10).
       cupti-hang) if ls .dbg/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl; fi
+                  for d in .dbg/*.deb; do [ -f "$d" ] && dpkg -x "$d" /tmp/eu; done
+                  # HANG_ENVS: one environment setting a run, each variant under each ("-": none)
+                  for e in ${HANG_ENVS:--}; do [ "$e" = - ] && e=PINPROF_HANG_ENV=none
                   for v in ${HANG_VARIANTS:-as-is flush-off quiet-drainer quiet-flush-off}; do
-                    python3 scripts/cupti_hang.py $v -- --rounds ${HANG_ROUNDS:-2} --steps 40 ${HANG_ARGS:-} & pid=$!
+                    echo "--- $v, $e"
+                    env "$e" python3 scripts/cupti_hang.py $v -- --rounds ${HANG_ROUNDS:-2} --steps 40 ${HANG_ARGS:-} & pid=$!
                     for _ in $(seq ${HANG_WAIT:-75}); do kill -0 $pid 2>/dev/null || break; sleep 1; done
                     if kill -0 $pid 2>/dev/null; then
                       echo "cupti-hang $v: HUNG (still running after ${HANG_WAIT:-75} s)"
-                      [ -x /tmp/dbg/bin/py-spy ] && timeout 60 /tmp/dbg/bin/py-spy dump --native --pid $pid
+                      [ "${HANG_STACKS:-1}" = 1 ] && [ -x /tmp/dbg/bin/py-spy ] && timeout 60 /tmp/dbg/bin/py-spy dump --native --pid $pid
+                      # every thread, CUDA's and CUPTI's own included (py-spy shows Python's only): elfutils'
+                      # eu-stack, carried as .dbg/*.deb (Debian's elfutils, libdw1, libelf1, libasm1)
+                      if [ "${HANG_STACKS:-1}" = 1 ] && [ -x /tmp/eu/usr/bin/eu-stack ]; then
+                        LD_LIBRARY_PATH=/tmp/eu/usr/lib/x86_64-linux-gnu timeout 90 /tmp/eu/usr/bin/eu-stack -m -p $pid 2>&1 | head -n 600
+                      fi
                       for t in /proc/$pid/task/*; do echo "task $(basename $t) $(cat $t/comm): $(cat $t/wchan)"; done
                       kill -9 $pid
                     fi
                     wait $pid; echo "cupti-hang $v rc=$?"
-                  done ;;
+                  done; done ;;
       # Whose step each row holds (issue: a row is a batch): Accelerate, timm, Lightning on an iterable
       # dataset, a prefetcher, each step k x M matmuls set by its batch, against CUPTI's unit.
       rows) PINPROF_BACKEND=events timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
