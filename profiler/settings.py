@@ -10,10 +10,11 @@
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
 | ``PINPROF_BACKEND`` | ``auto`` | what times the GPU: ``auto`` (CUPTI's activity records where they can start before the process's CUDA work, CUDA events otherwise; ``meta.json`` says which and why), ``events`` (CUDA events), ``cupti`` (as ``auto``, and a fall-back to events is said in one line on stderr): ``profiler.capture.backend`` |
 | ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | when CUPTI times the GPU: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
-| ``PINPROF_CUPTI_LATENCY`` | on | when CUPTI times the GPU: ``0`` leaves out kernels' launch times (for finding what hangs) |
+| ``PINPROF_CUPTI_LATENCY`` | on | when CUPTI times the GPU: ``0`` leaves out kernels' launch times; kernels then belong to no step (``compute_ms`` and ``kernels`` stay empty), and the driver deadlock those launch times took part in is avoided (``profiler.capture.stall``) |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
 | ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
+| ``PINPROF_STALL_S`` | ``120`` | ``pinprof profile``: seconds with no new batch, the loop's thread blocked, before one line on stderr says so and what to do (``profiler.capture.stall``); ``0``: never |
 | ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``, from a thread of pinprof's own (``profiler.capture.rows.JournalWriter``) |
 
 Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
@@ -51,6 +52,7 @@ class Settings:
     cupti_flush_ms: int  # CUPTI's own flush period; 0: none
     cupti_latency: bool  # kernels' launch times in CUPTI's records
     cupti_queues: str  # "thread": a queue of CUPTI's buffers a launching thread (CUPTI's default); "process": one
+    stall_s: float  # pinprof profile: seconds without a batch, the loop's thread blocked, before saying so; 0: never
     tune: str  # PINPROF_TUNE: a trial's changes, JSON ("" outside pinprof tune)
     tune_stop: int  # PINPROF_TUNE_STOP: batches after which the trial stops; 0: never
     rank: int
@@ -97,6 +99,21 @@ def _nonneg(env: Mapping[str, str], name: str, default: int, ask: str) -> int:
         from profiler.errors import UsageError
 
         raise UsageError(f"${name}={text!r}: {ask}")
+    return value
+
+
+def _stall(env: Mapping[str, str]) -> float:
+    text = env.get("PINPROF_STALL_S", "").strip()
+    try:
+        value = float(text) if text else 120.0
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 86400:  # nan fails this too
+        from profiler.errors import UsageError
+
+        raise UsageError(
+            f"$PINPROF_STALL_S={text!r}: give seconds, 0 (never say) or more, less than 86400 (default 120)"
+        )
     return value
 
 
@@ -161,6 +178,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         flush_fixed=bool(env.get("PINPROF_FLUSH_S", "").strip()),
         backend=_backend(env),
         cupti_flush_ms=_millis(env, "PINPROF_CUPTI_FLUSH_MS", 500),
+        stall_s=_stall(env),
         tune=env.get("PINPROF_TUNE", "").strip(),
         tune_stop=_count(env, "PINPROF_TUNE_STOP"),
         cupti_latency=env.get("PINPROF_CUPTI_LATENCY", "").strip() != "0",

@@ -187,7 +187,8 @@ log="$OUT/gpu_check.log"
       # A run still going after HANG_WAIT s is hung: the native stacks of its Python threads (py-spy,
       # carried as .dbg/*.whl) and each thread's kernel wait channel are printed, then it is killed.
       # HANG_ARGS: more of the bench's arguments (--handover none: the records on throughout, which
-      # hung once on an H100, 2026-12-05: HANG_VARIANTS=early HANG_ARGS="--handover none" HANG_ROUNDS=10).
+      # hung on an H100 in every run with kernels' launch times on, 2026-12-05: HANG_VARIANTS=early
+      # HANG_ARGS="--handover none" HANG_ROUNDS=10; with HANG_ENVS=PINPROF_CUPTI_LATENCY=0 none hung).
       cupti-hang) if ls .dbg/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl; fi
                   for d in .dbg/*.deb; do [ -f "$d" ] && dpkg -x "$d" /tmp/eu; done
                   # HANG_ENVS: one environment setting a run, each variant under each ("-": none)

@@ -20,6 +20,7 @@ import os
 import re
 import runpy
 import sys
+import threading
 import traceback
 import types
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiler.capture import auto_hooks, backend
+from profiler.capture import auto_hooks, backend, stall
 from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession, TrialDone
 from profiler.capture.devices import rank_info
@@ -148,12 +149,30 @@ def _keep_on_exit(session: AutoSession) -> tuple[object, object]:
     return original, _exit
 
 
+def _watch_stalls(session: AutoSession, launch_times: bool) -> stall.StallWatch | None:
+    """Watch the loop on this thread (the program's) for a stall (``profiler.capture.stall``), unless
+    ``PINPROF_STALL_S=0``. ``launch_times``: CUPTI records kernels' launch times in this run."""
+    after = current().stall_s
+    if not after:
+        return None
+    journal = session.journal
+    watch = stall.StallWatch(
+        lambda: session.batches,
+        threading.get_native_id(),
+        after,
+        stall.advice(journal.path if journal is not None else None, launch_times),
+    )
+    watch.start()
+    return watch
+
+
 def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None, str | None]:
     """Run ``target`` with the hooks on; (exit status, what interrupted it, its error text)."""
     previous = install_sigterm()
     original_exit, ours = _keep_on_exit(session)
-    if session.cuda:
-        backend.start(session.device)  # CUPTI's records, if asked for, before any CUDA work of the script
+    # CUPTI's records, if asked for, before any CUDA work of the script
+    clock = backend.start(session.device) if session.cuda else None
+    watch = _watch_stalls(session, launch_times=clock is not None and clock.active and current().cupti_latency)
     auto_hooks.start(session)
     try:
         _run(target)
@@ -170,6 +189,8 @@ def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None,
     except BaseException as err:  # the program's own error: shown as python shows it
         return 1, type(err).__name__, _shown(err)
     finally:
+        if watch is not None:
+            watch.stop()
         auto_hooks.stop()
         restore_sigterm(previous)
         if os._exit is ours:

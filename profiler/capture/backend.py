@@ -36,6 +36,16 @@ CUPTI falls back to the events, and the report says why, where:
   the resnet50 bench, handing its records over and taking them back between blocks of 40 steps, hung
   in each of its four runs of 8 rounds or more (one queue or a queue a thread, callbacks registered
   again or not; 4 rounds ran), the autograd thread's launch waiting as in the late starts.
+
+What the hang is (an H100, 2026-12-05, ``reports/h100-session28/``): every thread's native stack
+shows a deadlock in the driver. A kernel launch waits to take a driver lock for writing, and a
+thread of CUPTI's own waits to take one for reading (in one run a pinned allocation,
+``cuMemHostAlloc``, waited to write too). It came
+in every run with kernels' launch times on (``cuptiActivityEnableLatencyTimestamps``), however the
+records were started or handed over, and in none of three runs without them
+(``PINPROF_CUPTI_LATENCY=0``), the late start and the handovers included. The launch times stay on
+by default, because each kernel's step is found by them; ``pinprof profile`` says when its loop is
+blocked (``profiler.capture.stall``).
 """
 
 from __future__ import annotations

@@ -446,7 +446,9 @@ class CuptiRecorder:
             if code != SUCCESS:
                 raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
             if current().cupti_latency:
-                lib.call("cuptiActivityEnableLatencyTimestamps", 1)  # kernel launch times (``queued``)
+                # kernel launch times (``queued``): each kernel's step is found by them. They take part
+                # in the driver deadlock of ``profiler.capture.backend``'s docstring; 0 leaves them out.
+                lib.call("cuptiActivityEnableLatencyTimestamps", 1)
             self._enable()
         except CuptiCallError as err:
             self._disable()
