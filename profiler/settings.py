@@ -14,7 +14,7 @@
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
 | ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
-| ``PINPROF_STALL_S`` | ``120`` | ``pinprof profile``: seconds with no new batch, the loop's thread blocked, before one line on stderr says so and what to do (``profiler.capture.stall``); ``0``: never |
+| ``PINPROF_STALL_S`` | ``120`` | ``pinprof profile``: seconds with no new batch inside a loader's loop, the loop's thread blocked, before one line on stderr says so and what to do (``profiler.capture.stall``); ``0``: never |
 | ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``, from a thread of pinprof's own (``profiler.capture.rows.JournalWriter``) |
 
 Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),

@@ -1,6 +1,6 @@
-"""The stall watch of ``pinprof profile`` (``profiler.capture.stall``): when no new batch comes and
-the loop's thread is blocked, one line says so, once a stall, with what to do; a busy thread, a
-program not yet at its first batch, and ``PINPROF_STALL_S=0`` get no line."""
+"""The stall watch of ``pinprof profile`` (``profiler.capture.stall``): when a batch is in flight, no
+new one comes and the loop's thread is blocked, one line says so, once a stall, with what to do; a
+busy thread, a program outside a loader's loop, and ``PINPROF_STALL_S=0`` get no line."""
 
 from __future__ import annotations
 
@@ -24,11 +24,17 @@ class Fake:
     """A clock, a batch count and a thread's CPU seconds, set by the test."""
 
     def __init__(self) -> None:
-        self.now, self.batches, self.cpu = 0.0, 0, 0.0
+        self.now, self.batches, self.cpu, self.in_loop = 0.0, 0, 0.0, True
 
     def watch(self, after_s: float = 100.0) -> stall.StallWatch:
         return stall.StallWatch(
-            lambda: self.batches, 1, after_s, "ADVICE", cpu=lambda tid: self.cpu, clock=lambda: self.now
+            lambda: self.batches,
+            lambda: self.in_loop,
+            1,
+            after_s,
+            "ADVICE",
+            cpu=lambda tid: self.cpu,
+            clock=lambda: self.now,
         )
 
 
@@ -42,7 +48,7 @@ def test_a_blocked_loop_is_said_once_a_stall_and_again_after_a_new_batch() -> No
     f.now, f.cpu = 100.5, 0.5  # 0.5 s of CPU in 100.5 s: under 1%
     line = w.check()
     assert line is not None
-    assert line.startswith("pinprof: no new batch for 100 s (the last row is batch 4)")
+    assert line.startswith("pinprof: no new batch for 100 s (5 rows closed so far)")
     assert "used 0.50 s of CPU meanwhile: it is blocked" in line and line.endswith("ADVICE")
     f.now = 300.0
     assert w.check() is None  # said once a stall
@@ -50,26 +56,38 @@ def test_a_blocked_loop_is_said_once_a_stall_and_again_after_a_new_batch() -> No
     assert w.check() is None
     f.now, f.cpu = 401.0, 0.6
     again = w.check()
-    assert again is not None and "(the last row is batch 5)" in again
+    assert again is not None and "(6 rows closed so far)" in again
 
 
-def test_a_busy_thread_or_no_first_batch_is_no_stall() -> None:
+def test_a_busy_thread_or_a_wait_outside_the_loop_is_no_stall() -> None:
     f = Fake()
+    f.in_loop = False
     w = f.watch()
     assert w.check() is None
-    f.now = 1000.0  # no batch yet: loading, building the model
+    f.now = 1000.0  # no batch in flight: loading data, building the model, a barrier after the loop
     assert w.check() is None
+    f.in_loop = True  # the first batch fetched: its step may hang before any row closed
+    assert w.check() is None
+    f.now = 1101.0
+    line = w.check()
+    assert line is not None and "(0 rows closed so far)" in line
     f.batches = 1
     w.check()
-    f.now, f.cpu = 1200.0, 3.0  # 3 s of CPU in 200 s: above 1%, the thread works (an evaluation)
+    f.now, f.cpu = 1400.0, 3.0  # 3 s of CPU in 299 s: above 1%, the thread works (a long step)
+    assert w.check() is None
+    f.in_loop, f.now = False, 1500.0
+    assert w.check() is None
+    f.in_loop, f.now = True, 1550.0  # back in a loop: the stall counts from here, not from 1101
+    assert w.check() is None
+    f.now = 1649.0
     assert w.check() is None
 
 
 def test_without_the_threads_cpu_time_the_wait_alone_says_it() -> None:
-    w = stall.StallWatch(lambda: 3, 1, 10.0, "A", cpu=lambda tid: None, clock=iter([0.0, 11.0]).__next__)
+    w = stall.StallWatch(lambda: 3, lambda: True, 1, 10.0, "A", cpu=lambda tid: None, clock=iter([0.0, 11.0]).__next__)
     assert w.check() is None
     line = w.check()
-    assert line is not None and "CPU" not in line and "batch 2" in line
+    assert line is not None and "CPU" not in line and "(3 rows closed so far)" in line
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
@@ -116,11 +134,25 @@ def test_pinprof_profile_says_a_blocked_loop_once(tmp_path: Path) -> None:
     said = [line for line in run.stderr.splitlines() if line.startswith("pinprof: no new batch")]
     assert len(said) == 1, run.stderr[-2000:]
     assert "it is blocked" in said[0] and str(tmp_path / "r" / "timeline.csv") in said[0]
+    # batch 4's step stopped: rows 0-2 are closed (with no optimizer, a batch's row closes at the second
+    # next() after it; the first is its tentative end, profiler.capture.in_flight)
+    assert "(3 rows closed so far)" in said[0]
 
 
-@pytest.mark.parametrize(("how", "stall_s"), [("busy", "1"), ("blocked", "0")])
+@pytest.mark.parametrize(("how", "stall_s"), [("busy", "1"), ("after", "1"), ("blocked", "0")])
 def test_pinprof_profile_is_quiet_for_a_busy_loop_or_when_told(tmp_path: Path, how: str, stall_s: str) -> None:
     run = profile(tmp_path / "r", how, stall_s)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "no new batch" not in run.stderr
     assert "done" in run.stdout
+
+
+def test_a_watch_that_fails_stops_quietly(capsys: pytest.CaptureFixture[str]) -> None:
+    def broken() -> int:
+        raise RuntimeError("boom")
+
+    w = stall.StallWatch(broken, lambda: True, 1, 0.04, "A", say=lambda line: None)
+    w.start()
+    w.join(timeout=5)
+    assert not w.is_alive()
+    assert "boom" not in capsys.readouterr().err

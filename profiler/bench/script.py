@@ -158,6 +158,7 @@ def _watch_stalls(session: AutoSession, launch_times: bool) -> stall.StallWatch 
     journal = session.journal
     watch = stall.StallWatch(
         lambda: session.batches,
+        session.in_loop,
         threading.get_native_id(),
         after,
         stall.advice(journal.path if journal is not None else None, launch_times),

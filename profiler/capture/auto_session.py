@@ -215,6 +215,7 @@ class AutoSession:
         self._training: set[int] = set()  # loaders (their profiler's id) whose batches a backward trained
         self._owed: dict[int, int] = {}  # per loader: its batches closed untrained, whose backward may come
         self._last_backward = float("-inf")  # host ms where the latest backward on the main thread began
+        self._raised: dict[str, Any] | None = None  # the newest batch in flight when a next() last raised
         if journal is not None:
             journal.start()
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
@@ -334,6 +335,7 @@ class AutoSession:
         again. Elsewhere no batch is current until the next ``next()``, as a copy made after a plain
         loop's end is no batch's."""
         fetch_end(prof, rec)
+        self._raised = self.flight[-1][1] if self.flight else None
         if prof.nvtx.active:
             prof.nvtx.pop()  # batch
             prof.nvtx.pop()  # loop
@@ -345,6 +347,14 @@ class AutoSession:
         if self.flight and self.flight[-1][1]["copies"] == 0 and id(self.flight[-1][0]) in self._older:
             self.cur = self.flight[-1]
             self.cur[0]._cur = self.cur[1]
+
+    def in_loop(self) -> bool:
+        """Whether a loader's loop is running: a batch is in flight, and no ``next()`` has raised (a
+        loader's end) since the newest came. Read by ``profiler.capture.stall``'s thread."""
+        try:
+            return self.flight[-1][1] is not self._raised
+        except IndexError:  # none in flight (or emptied by the loop's thread meanwhile)
+            return False
 
     # -- rows: where a batch ends (profiler.capture.in_flight) ----------------------------------------
     def _at_next(self, now: float | None = None) -> None:

@@ -8,10 +8,12 @@ pinned allocation, ``cuMemHostAlloc``, waited too). It happened in each of six r
 thread so blocked never comes back to Python, so Ctrl-C does not stop the program, and nothing tells
 the user why their run stopped.
 
-So ``pinprof profile`` watches its loop. When no batch has arrived for ``PINPROF_STALL_S`` seconds
-(120 by default), and the loop's thread used almost no CPU meanwhile (so it is blocked, not busy in
-an evaluation or a checkpoint), this says so once: where the rows appended so far are, and what to
-run instead.
+So ``pinprof profile`` watches its loop. When a batch is in flight (fetched, its row not yet closed),
+no new batch has come for ``PINPROF_STALL_S`` seconds (120 by default), and the loop's thread used
+almost no CPU meanwhile (so it is blocked, not busy in an evaluation or a checkpoint), this says so
+once: where the rows appended so far are, and what to run instead. Outside a loader's loop (before
+the first batch, after the last) nothing is watched: a program may wait there for a barrier or a
+file.
 """
 
 from __future__ import annotations
@@ -42,14 +44,16 @@ def thread_cpu_s(native_id: int) -> float | None:
 
 
 class StallWatch(threading.Thread):
-    """Looks at ``batches()`` (how many batches the loop has recorded) every ``CHECK_S`` seconds at
-    most, and says ``advice`` through ``say`` once a stall. A stall is ``after_s`` seconds with no new
-    batch, after the first one, while thread ``native_id`` used less than ``CPU_SHARE`` of that time
-    on the CPU (where its CPU time can be read). A new batch ends the stall."""
+    """Looks at ``batches()`` (how many rows the loop has closed) and ``in_loop()`` (a batch is in
+    flight) every ``CHECK_S`` seconds at most, and says ``advice`` through ``say`` once a stall. A
+    stall is ``after_s`` seconds in a loop with no new row, while thread ``native_id`` used less than
+    ``CPU_SHARE`` of that time on the CPU (where its CPU time can be read). A new row, or leaving the
+    loop, ends it."""
 
     def __init__(
         self,
         batches: Callable[[], int],
+        in_loop: Callable[[], bool],
         native_id: int,
         after_s: float,
         advice: str,
@@ -58,7 +62,8 @@ class StallWatch(threading.Thread):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name="pinprof-stall", daemon=True)
-        self._batches, self._tid, self.after_s, self.advice = batches, native_id, after_s, advice
+        self._batches, self._in_loop, self._tid = batches, in_loop, native_id
+        self.after_s, self.advice = after_s, advice
         self._say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self._cpu, self._clock = cpu, clock
         self._stopped = threading.Event()
@@ -70,23 +75,29 @@ class StallWatch(threading.Thread):
     def check(self) -> str | None:
         """The line to say now, or None."""
         now, n, cpu = self._clock(), self._batches(), self._cpu(self._tid)
+        if not self._in_loop():
+            self._n = -1  # outside a loop: a stall starts counting once a batch is in flight again
+            return None
         if n != self._n:
             self._n, self._since, self._cpu0, self._told = n, now, cpu, False
             return None
         waited = now - self._since
-        if n < 1 or self._told or waited < self.after_s:  # before the first batch: loading, building
+        if self._told or waited < self.after_s:
             return None
         used = None if cpu is None or self._cpu0 is None else cpu - self._cpu0
         if used is not None and used > CPU_SHARE * waited:
             return None  # the loop's thread is working, elsewhere than in the loader
         self._told = True
         spent = "" if used is None else f"; the loop's thread used {used:.2f} s of CPU meanwhile: it is blocked"
-        return f"pinprof: no new batch for {waited:.0f} s (the last row is batch {n - 1}){spent}. {self.advice}"
+        return f"pinprof: no new batch for {waited:.0f} s ({n} rows closed so far){spent}. {self.advice}"
 
     def run(self) -> None:
         period = max(0.01, min(self.after_s / 4, CHECK_S))
         while not self._stopped.wait(period):
-            line = self.check()
+            try:
+                line = self.check()
+            except Exception:
+                return  # a watch that fails stops watching; it never troubles the program
             if line is not None:
                 self._say(line)
 
