@@ -10,7 +10,7 @@
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
 | ``PINPROF_BACKEND`` | ``auto`` | what times the GPU: ``auto`` (CUPTI's activity records where they can start before the process's CUDA work, CUDA events otherwise; ``meta.json`` says which and why), ``events`` (CUDA events), ``cupti`` (as ``auto``, and a fall-back to events is said in one line on stderr): ``profiler.capture.backend`` |
 | ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | when CUPTI times the GPU: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
-| ``PINPROF_CUPTI_LATENCY`` | on | when CUPTI times the GPU: ``0`` leaves out kernels' launch times; kernels then belong to no step (``compute_ms`` and ``kernels`` stay empty), and the driver deadlock those launch times took part in is avoided (``profiler.capture.stall``) |
+| ``PINPROF_CUPTI_LATENCY`` | on | when CUPTI times the GPU: ``0`` leaves out kernels' launch times; kernels then belong to no step (``compute_ms`` and ``kernels`` stay empty), and the driver deadlock seen with them (``profiler.capture.backend``) came in none of three runs without them |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
 | ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
