@@ -2,7 +2,8 @@
 # Everything that needs the GPU, in one call of the device tool (from the repository root):
 #   GPU tests (pytest -m gpu), the scenario matrix, the quoted scenarios, the benchmarks.
 # Results go under $OUT (default /tmp/pinprof-gpu-check). Carry .whl (the nvtx cp312 wheel) and, for the
-# nsys checks, .nsys/target.deb (from scripts/get_nsys.sh).
+# nsys checks, .nsys/target.deb (from scripts/get_nsys.sh); for the hang steps, .dbg (py-spy's manylinux
+# wheel, and `apt-get download elfutils libdw1 libelf1 libasm1` from a Debian machine for eu-stack).
 set -uo pipefail
 OUT=${OUT:-/tmp/pinprof-gpu-check}
 mkdir -p "$OUT"
