@@ -73,7 +73,7 @@ def test_a_busy_thread_or_a_wait_outside_the_loop_is_no_stall() -> None:
     assert line is not None and "(0 rows closed so far)" in line
     f.batches = 1
     w.check()
-    f.now, f.cpu = 1400.0, 3.0  # 3 s of CPU in 299 s: above 1%, the thread works (a long step)
+    f.now, f.cpu = 1400.0, 10.0  # 10 s of CPU in 299 s: above 1%, the thread works (a long step)
     assert w.check() is None
     f.in_loop, f.now = False, 1500.0
     assert w.check() is None
