@@ -129,8 +129,8 @@ def run_blocks(
     # full registers them again, as take_back does after torch.profiler. Either way, 8 rounds or more
     # hung on the H200 (2026-12-04), and 4 ran. --handover none keeps the records on throughout: the
     # bare blocks pay CUPTI's own cost too, so the ratio is the hooks' cost with CUPTI as the clock,
-    # and nothing is handed over; that hung too, once, on an H100 (2026-12-05: the 4th block, the
-    # second profiled one, the main thread in a forward batch_norm, pinprof's drain thread asleep).
+    # and nothing is handed over; that hung too on an H100, in its 4th block, in every run with kernels'
+    # launch times on, and in none without (2026-12-05, reports/h100-session28/: a driver deadlock).
     rec = backend.start(torch.device(DEVICE), late_ok=True)  # started before the warm-up unless --late-cupti
     hand = rec if handover != "none" else None
     for i, kind in enumerate(order):

@@ -26,30 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from profiler.bench import corr_order, cupti_replay
-from profiler.capture.cupti import layout
 
 HERE = Path(__file__).resolve().parent.parent
-KERNEL = layout.KIND_CONCURRENT_KERNEL
-
-
-def kernels(path: Path) -> tuple[np.ndarray, np.ndarray, list[dict]]:
-    """(launch times on the host clock, ns; correlation ids; the recorded batches) of every kernel
-    whose launch time is known."""
-    buffers, meta = cupti_replay.load(path)
-    sizes = {int(k): v for k, v in meta["sizes"].items()}
-    queued, corr = [], []
-    for raw, c in zip(buffers, meta["clocks"]):
-        k = layout.parse(raw, dict(sizes))[KERNEL]
-        known = k["queued"] > 0
-        queued.append(cupti_replay.to_host(k["queued"][known], c["host_ns"], c["cupti"], c["rate"]))
-        corr.append(k["correlation"][known].astype(np.int64))
-    q, cid = np.concatenate(queued), np.concatenate(corr)
-    order = np.argsort(cid, kind="stable")
-    return q[order], cid[order], meta["batches"]
 
 
 def report(path: Path) -> None:
-    q, cid, batches = kernels(path)
+    buffers, meta = cupti_replay.load(path)
+    q, cid = cupti_replay.kernel_launches(buffers, meta)
+    batches = meta["batches"]
     late = corr_order.out_of_order(q, cid)
     out = late > 0
     print(f"{path.relative_to(HERE) if path.is_relative_to(HERE) else path}: {len(q)} kernels with launch times")

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 
 from profiler.bench import corr_order, cupti_replay
-from profiler.capture.cupti import layout
 
 DATA = Path(__file__).parent / "data"
 
@@ -37,16 +36,7 @@ def test_on_the_h200_recordings_correlation_order_is_launch_order() -> None:
     row's kernels are the same by correlation id as by launch time."""
     for name in ("h200_thread_queues", "h200_cupti"):
         buffers, meta = cupti_replay.load(DATA / name / "recording.npz")
-        sizes = {int(k): v for k, v in meta["sizes"].items()}
-        q, c = [], []
-        for raw, clock in zip(buffers, meta["clocks"]):
-            k = layout.parse(raw, dict(sizes))[layout.KIND_CONCURRENT_KERNEL]
-            known = k["queued"] > 0
-            q.append(cupti_replay.to_host(k["queued"][known], clock["host_ns"], clock["cupti"], clock["rate"]))
-            c.append(k["correlation"][known].astype(np.int64))
-        queued, corr = np.concatenate(q), np.concatenate(c)
-        order = np.argsort(corr, kind="stable")
-        queued, corr = queued[order], corr[order]
+        queued, corr = cupti_replay.kernel_launches(buffers, meta)
         assert len(queued) > 700
         assert not corr_order.out_of_order(queued, corr).any()
         # rows whose steps ended before the recording's last launch (h200_thread_queues keeps the

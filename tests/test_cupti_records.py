@@ -396,15 +396,7 @@ def test_a_training_steps_backward_from_its_own_queue_is_added_to_the_rows_on_h2
     assert not np.isnan(cols["h2d_gsum"][covered]).any()  # (the rows after them lack buffers cut off)
     # Each row's kernel count against a plain count of the recording's launches inside that batch's
     # step windows, on the host clock, buffer by buffer: the main thread's and autograd's alike.
-    buffers, meta = cupti_replay.load(DATA.parent / "h200_thread_queues" / "recording.npz")
-    sizes = {int(k): v for k, v in meta["sizes"].items()}
-    launches = np.concatenate(
-        [
-            cupti_replay.to_host(q[q > 0], c["host_ns"], c["cupti"], c["rate"])
-            for raw, c in zip(buffers, meta["clocks"])
-            if len(q := layout.parse(raw, dict(sizes))[KERNEL]["queued"])
-        ]
-    )
+    launches, _ = cupti_replay.kernel_launches(*cupti_replay.load(DATA.parent / "h200_thread_queues" / "recording.npz"))
     by_row = {b["row"]: b["windows"] for b in batches}
     counted = [sum(int(((launches >= a) & (launches <= e)).sum()) for a, e in by_row[r]) for r in covered]
     assert cols["comp_kernels"][covered].tolist() == counted

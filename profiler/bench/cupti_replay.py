@@ -38,6 +38,21 @@ def to_host(v: np.ndarray, p: int, c: int, rate: float) -> np.ndarray:
     return p + np.round((v - c) / rate).astype(np.int64)
 
 
+def kernel_launches(buffers: list[bytes], meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(launch times on the host clock, ns; correlation ids) of a recording's kernels whose launch time
+    is known, sorted by correlation id."""
+    sizes = {int(k): v for k, v in meta["sizes"].items()}
+    queued, corr = [], []
+    for raw, c in zip(buffers, meta["clocks"]):
+        k = layout.parse(raw, dict(sizes))[layout.KIND_CONCURRENT_KERNEL]
+        known = k["queued"] > 0
+        queued.append(to_host(k["queued"][known], c["host_ns"], c["cupti"], c["rate"]))
+        corr.append(k["correlation"][known].astype(np.int64))
+    q, cid = np.concatenate(queued), np.concatenate(corr)
+    order = np.argsort(cid, kind="stable")
+    return q[order], cid[order]
+
+
 # The H200's CUPTI 13.0 record sizes (tests/data/h200_thread_queues meta.json), for records made up.
 SIZES = {layout.KIND_CONCURRENT_KERNEL: 216, layout.KIND_MEMCPY: 96}
 
