@@ -10,7 +10,7 @@
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
 | ``PINPROF_BACKEND`` | ``auto`` | what times the GPU: ``auto`` (CUPTI's activity records where they can start before the process's CUDA work, CUDA events otherwise; ``meta.json`` says which and why), ``events`` (CUDA events), ``cupti`` (as ``auto``, and a fall-back to events is said in one line on stderr): ``profiler.capture.backend`` |
 | ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | when CUPTI times the GPU: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
-| ``PINPROF_CUPTI_LATENCY`` | on | when CUPTI times the GPU: ``0`` leaves out kernels' launch times; kernels then belong to no step (``compute_ms`` and ``kernels`` stay empty), and the driver deadlock seen with them (``profiler.capture.backend``) came in none of three runs without them |
+| ``PINPROF_CUPTI_LATENCY`` | ``0`` | when CUPTI times the GPU, what places each kernel in its batch's step: ``0``, markers (a tiny copy at each step window's edge, ``profiler.capture.cupti.marker``); ``1``, kernels' launch times in CUPTI's records, which took part in a driver deadlock in every run of the resnet50 benchmark on an H100 (``profiler.capture.backend``) |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
 | ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
@@ -137,6 +137,18 @@ def _backend(env: Mapping[str, str]) -> str:
     return text
 
 
+def _latency(env: Mapping[str, str]) -> bool:
+    text = env.get("PINPROF_CUPTI_LATENCY", "").strip()
+    if text not in ("", "0", "1"):
+        from profiler.errors import UsageError
+
+        raise UsageError(
+            f"$PINPROF_CUPTI_LATENCY={text!r}: give 1 (kernels placed by their launch times) or 0 "
+            "(by markers, the default)"
+        )
+    return text == "1"
+
+
 def _queues(env: Mapping[str, str]) -> str:
     text = env.get("PINPROF_CUPTI_QUEUES", "").strip().lower() or "thread"
     if text not in ("process", "thread"):
@@ -181,7 +193,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         stall_s=_stall(env),
         tune=env.get("PINPROF_TUNE", "").strip(),
         tune_stop=_count(env, "PINPROF_TUNE_STOP"),
-        cupti_latency=env.get("PINPROF_CUPTI_LATENCY", "").strip() != "0",
+        cupti_latency=_latency(env),
         cupti_queues=_queues(env),
         rank=rank,
         local_rank=local_rank,

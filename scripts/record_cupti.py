@@ -80,6 +80,10 @@ def save_tap(rec: CuptiRecorder, stores: dict[int, str], out: Path) -> str:
                     "sizes": {str(k): v for k, v in rec.sizes.items()},
                     "clocks": [{"host_ns": t[2][0], "cupti": t[2][1], "rate": t[3]} for t in buffers],
                     "batches": batches,
+                    # markers (profiler.capture.cupti.marker): their stream's CUPTI id, and each one's
+                    # host ns and bytes in the order issued; none where launch times placed the kernels
+                    "marker_stream": next((t[1] for t in tap if t[0] == "marker_stream"), None),
+                    "markers": [[t[1], t[2]] for t in tap if t[0] == "marker"],
                     "gpu_clock": backend.describe(),
                     "device": torch.cuda.get_device_name(),
                     "torch": torch.__version__,

@@ -84,7 +84,11 @@ def test_the_flush_period_is_read_from_the_environment_and_a_bad_value_is_named(
     assert load({}).cupti_flush_ms == recorder.FLUSH_PERIOD_MS
     assert load({"PINPROF_CUPTI_FLUSH_MS": "0"}).cupti_flush_ms == 0
     assert load({"PINPROF_CUPTI_FLUSH_MS": "250"}).cupti_flush_ms == 250
-    assert load({}).cupti_latency and not load({"PINPROF_CUPTI_LATENCY": "0"}).cupti_latency
+    # kernels placed by markers unless launch times are asked for; anything else is refused by name
+    assert not load({}).cupti_latency and not load({"PINPROF_CUPTI_LATENCY": "0"}).cupti_latency
+    assert load({"PINPROF_CUPTI_LATENCY": "1"}).cupti_latency
+    with pytest.raises(UsageError, match=r"PINPROF_CUPTI_LATENCY='on'.*give 1"):
+        load({"PINPROF_CUPTI_LATENCY": "on"})
     for bad in ("-5", "half", "1.5"):
         with pytest.raises(UsageError, match=rf"PINPROF_CUPTI_FLUSH_MS='{re.escape(bad)}'"):
             load({"PINPROF_CUPTI_FLUSH_MS": bad})

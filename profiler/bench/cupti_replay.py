@@ -5,7 +5,9 @@ the parsing and attribution the recorder's thread runs, on real H200 records, wi
 A recording holds the raw activity buffers end to end (``buffer_bytes``, ``buffer_lengths``) and a
 JSON ``meta``: each kind's record size (``sizes``), the clock pair each buffer was put on the host
 clock with (``clocks``: ``host_ns``, ``cupti``, ``rate``) and every batch as the loop handed it over
-(``batches``: ``loop``, ``row``, ``calls``, ``windows``, ``end_ns``).
+(``batches``: ``loop``, ``row``, ``calls``, ``windows``, ``end_ns``); where markers placed the kernels
+(``profiler.capture.cupti.marker``), their stream's CUPTI id (``marker_stream``) and each marker as
+issued (``markers``: host ns, bytes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from profiler.capture.cupti import layout
+from profiler.capture.cupti.marker import SIZES as MARKER_SIZES
 from profiler.capture.cupti.recorder import Pending, Records, Stats
 from profiler.capture.store import TEMPLATE, Store
 
@@ -100,9 +103,15 @@ def replay_live(buffers: list[bytes], meta: dict[str, Any]) -> tuple[Store, Stat
     records = Records(stats)
     store = Store()
     batches = meta["batches"]
-    given = 0
+    markers = meta.get("markers") or []
+    if meta.get("marker_stream") is not None:
+        records.marked, records.marker_stream = True, int(meta["marker_stream"])
+    given = issued = 0
     taken: list[int] = []
     for raw, clock in zip(buffers, meta["clocks"]):
+        while issued < len(markers) and markers[issued][0] < clock["host_ns"]:
+            records.issued.append((int(markers[issued][0]), int(markers[issued][1])))
+            issued += 1
         while given < len(batches) and batches[given]["end_ns"] < clock["host_ns"]:
             hand_over(records, store, batches[given])
             given += 1
@@ -113,8 +122,63 @@ def replay_live(buffers: list[bytes], meta: dict[str, Any]) -> tuple[Store, Stat
             taken.append(p + round((int(queued.max()) - c) / rate))
         records.take(parsed, functools.partial(to_host, p=p, c=c, rate=rate))
         records.process(force=False)
+    records.issued.extend((int(h), int(n)) for h, n in markers[issued:])
     while given < len(batches):
         hand_over(records, store, batches[given])
         given += 1
     records.process(force=True)
     return store, stats, batches, taken
+
+
+MARKER_STREAM = 99  # the made-up marker stream's CUPTI id (``with_markers``)
+_SPREAD = 1024  # ids are multiplied by this, leaving room for markers between two recorded ids
+
+
+def with_markers(buffers: list[bytes], meta: dict[str, Any], edges_ns: list[int]) -> tuple[list[bytes], dict[str, Any]]:
+    """A recording made with launch times, as markers (``profiler.capture.cupti.marker``) would have
+    made it: kernels' launch times cleared, every correlation id multiplied by ``_SPREAD``, and a marker
+    copy at each host time of ``edges_ns`` (1, 2, ... bytes in turn, stream ``MARKER_STREAM``, numbered
+    just after every kernel launched by then), in the first buffer handed back after it. Kernels
+    launched at an edge count as before it; those of unknown launch time are left where they are."""
+    sizes = {int(k): v for k, v in meta["sizes"].items()}
+    queued, corr = kernel_launches(buffers, meta)
+    by_time = np.argsort(queued, kind="stable")
+    q, top = queued[by_time], np.maximum.accumulate(corr[by_time])
+    edges = sorted(set(int(e) for e in edges_ns))
+    marks: list[tuple[int, int, int]] = []  # host ns, correlation id, bytes
+    taken: dict[int, int] = {}
+    for n, t in enumerate(edges):
+        i = int(np.searchsorted(q, t, side="right"))
+        base = int(top[i - 1]) * _SPREAD if i else 0
+        k = taken.get(base, 0) + 1  # several edges with no launch between: numbered in turn
+        if k >= _SPREAD:
+            raise ValueError(f"more than {_SPREAD - 1} edges between two launches at {t}")
+        taken[base] = k
+        marks.append((t, base + k, 1 + n % MARKER_SIZES))
+    out: list[bytes] = []
+    m = 0
+    clocks = meta["clocks"]
+    for raw, clock in zip(buffers, clocks):
+        b = bytearray(raw)
+        pos = 0
+        while pos < len(b):
+            kind = struct.unpack_from("<I", b, pos)[0]
+            if kind == layout.KIND_CONCURRENT_KERNEL:
+                struct.pack_into("<I", b, pos + 92, struct.unpack_from("<I", b, pos + 92)[0] * _SPREAD)
+                struct.pack_into("<Q", b, pos + 120, 0)
+            elif kind == layout.KIND_MEMCPY:
+                struct.pack_into("<I", b, pos + 44, struct.unpack_from("<I", b, pos + 44)[0] * _SPREAD)
+            pos += sizes[kind]
+        p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
+        while m < len(marks) and marks[m][0] < p:
+            t, cid, nbytes = marks[m]
+            at = c + round((t - p) * rate)  # on this buffer's CUPTI clock
+            rec = bytearray(memcpy_record(at, at + 1000, nbytes, 2, cid))
+            struct.pack_into("<I", rec, 40, MARKER_STREAM)
+            b += rec
+            m += 1
+        out.append(bytes(b))
+    new = dict(meta)
+    new["marker_stream"] = MARKER_STREAM
+    new["markers"] = [[t, nbytes] for t, _, nbytes in marks]  # those after the last buffer: never delivered
+    return out, new

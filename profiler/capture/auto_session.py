@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from profiler.capture import rows, trial
+from profiler.capture import backend, rows, trial
 from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
@@ -370,7 +370,7 @@ class AutoSession:
             prof._cur = None
             self.cur = None
         if now is None:
-            now = now_ms()  # after the NVTX pops, as the range's end: an nsys import's rows agree to us
+            now = self._edge()  # after the NVTX pops, as the range's end: an nsys import's rows agree to us
         keep = []
         for prof, rec in self.flight:
             if rec.get("_stepped"):
@@ -411,6 +411,15 @@ class AutoSession:
                 rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
         self.flight = keep
+
+    def _edge(self) -> float:
+        """Now (host ms), where a row may end: a marker's time where CUPTI's records place kernels
+        by markers (``profiler.capture.cupti.marker``), the clock elsewhere."""
+        if self.cuda:
+            ms = backend.edge_ms(self.device)
+            if ms is not None:
+                return ms
+        return now_ms()
 
     def _mark(self, prof: TransferProfiler, rec: dict[str, Any], stream: Any = None) -> Any:
         """An event now on ``stream`` (the current one if None), for a batch timed by events (None
@@ -503,7 +512,8 @@ class AutoSession:
         else:
             return  # no longer in flight: its row closed during the backward
         _drop_done(prof, rec)  # a second backward of the batch: the last one counts
-        now = ended_ns / 1e6
+        # where markers place a CUPTI batch's kernels, one here (a window's edge)
+        now = self._edge() if "_calls" in rec else ended_ns / 1e6
         event = self._mark(prof, rec)
         rec["_done"] = Mark(now, event)
         if event is not None:
@@ -527,11 +537,11 @@ class AutoSession:
                     # here, not with whatever the script does next (on the H200 the last row of the
                     # Accelerate and timm loops held the script's end: 2.4 and 2.0 times its kernels).
                     self.flight = []
-                    self._close(prof, rec, now_ms(), BY_STEP)
+                    self._close(prof, rec, self._edge(), BY_STEP)
                 else:
                     rec["_stepped"] = True
             return
-        now = now_ms()
+        now = self._edge()
         newest_prof, newest = self.flight[-1]
         ahead = False  # a batch of the newest's loader came before it: that loader fetches ahead
         before = self._last_close  # where rows had ended before this step closes any
@@ -665,7 +675,7 @@ class AutoSession:
         early) is no training batch: it is left out and counted (meta.json's ``loaders``), as its row
         held only what the script did after its loop (on the CPU machine, Lightning's teardown read
         as the step of a batch of 0 bytes)."""
-        now = now_ms()
+        now = self._edge()
         self._at_next(now)  # what a next() would close, closes; the rest get their end now
         for prof, rec in self.flight:
             # a loader's mode leaves "auto" at its first copy (copy_end, TransferProfiler._copy_into)

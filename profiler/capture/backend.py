@@ -88,6 +88,13 @@ def recorder(device: torch.device) -> CuptiRecorder | None:
     return start(device)
 
 
+def edge_ms(device: torch.device) -> float | None:
+    """A step window's edge now, as a marker where CUPTI's records place kernels by markers
+    (``CuptiRecorder.mark``): its host time in ms; None elsewhere (the caller reads the clock)."""
+    rec = _recorder
+    return rec.mark(device) if rec is not None else None
+
+
 def start(device: torch.device, *, late_ok: bool = False) -> CuptiRecorder | None:
     """Start CUPTI's records now, unless ``PINPROF_BACKEND=events`` (once a process: later calls
     return the same recorder). ``late_ok``: start even though CUDA work has begun (a test or a

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profiler.capture.backend import edge_ms
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.nvtx import NvtxEmitter
@@ -66,10 +67,12 @@ class Compute(HostPhase):
 
     def __enter__(self) -> None:
         prof, rec = self.prof, self.rec
-        start = self.start = now_ms()
+        cupti = prof.cuda and prof._cupti_row(rec)
+        # CUPTI: the kernels launched in here are the step, bounded by markers where they place them
+        start = self.start = (cupti and edge_ms(prof.device)) or now_ms()
         if rec["request"] != rec["request"]:  # NaN: first compute of this batch
             rec["request"] = start
-        if prof.cuda and not prof._cupti_row(rec):  # CUPTI: the kernels launched in here are the step
+        if prof.cuda and not cupti:
             stream = self.stream = rec.get("_stream") or current_stream(prof._index)
             if "_comp_start" not in rec:  # later blocks of the same batch extend it: no start event
                 ev = prof._pool.get()
@@ -80,7 +83,7 @@ class Compute(HostPhase):
     def __exit__(self, *exc: object) -> None:
         prof, rec = self.prof, self.rec
         prof.nvtx.pop()
-        end = now_ms()
+        end = (prof.cuda and "_comp_start" not in rec and prof._cupti_row(rec) and edge_ms(prof.device)) or now_ms()
         if prof.cuda and "_comp_start" in rec:
             ev = prof._pool.get()
             record(ev, self.stream)

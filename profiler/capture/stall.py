@@ -4,7 +4,8 @@ Why: on an H100 (2026-12-05, ``scripts/cupti_hang.py``, logs in ``reports/h100-s
 loop with CUPTI's records on deadlocked inside the CUDA driver: the main thread's kernel launch
 waited to write-lock a driver lock, a thread of CUPTI's own to read-lock one (once the pin thread's
 pinned allocation, ``cuMemHostAlloc``, waited too). It happened in each of six runs with kernels' launch times on
-(``cuptiActivityEnableLatencyTimestamps``, ``PINPROF_CUPTI_LATENCY``) and in none of three without. A
+(``cuptiActivityEnableLatencyTimestamps``, ``PINPROF_CUPTI_LATENCY=1``; no longer the default) and in
+none of three without. A
 thread so blocked never comes back to Python, so Ctrl-C does not stop the program, and nothing tells
 the user why their run stopped.
 
@@ -116,6 +117,6 @@ def advice(timeline: Path | None, cupti_launch_times: bool) -> str:
     return (
         f"If it stays so, and only under pinprof, it may be the deadlock between CUPTI's kernel launch times and "
         f"the CUDA driver (a kernel launch waiting for a driver lock, as a thread of CUPTI's does; {where}). "
-        f"Ctrl-C cannot stop it; {kept}. Then run with PINPROF_CUPTI_LATENCY=0 (copies still timed by CUPTI, "
-        "compute_ms left empty) or PINPROF_BACKEND=events."
+        f"Ctrl-C cannot stop it; {kept}. Then run without PINPROF_CUPTI_LATENCY=1 (the default places kernels "
+        "by markers instead) or with PINPROF_BACKEND=events."
     )

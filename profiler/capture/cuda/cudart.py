@@ -26,6 +26,7 @@ _HOST_TO_DEVICE = 1  # cudaMemcpyHostToDevice
 
 class Runtime:
     def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
         self.memcpy = lib.cudaMemcpyAsync
         self.memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
         self.memcpy.restype = ctypes.c_int

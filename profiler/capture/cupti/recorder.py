@@ -45,6 +45,7 @@ from profiler.capture.cupti.lib import (
     CuptiCallError,
     Lib,
 )
+from profiler.capture.cupti.marker import Marker, MarkerError
 from profiler.capture.cupti.shim import Shim
 from profiler.capture.store import Store
 from profiler.settings import current
@@ -100,6 +101,8 @@ class Stats:
     late_added: int = 0  # records delivered after their batch was written, added to it since
     record_sizes: dict[int, int] = field(default_factory=dict)
     handovers: int = 0
+    markers: int = 0  # marker copies' records matched to their host times (``marker``)
+    markers_lost: int = 0  # markers issued whose record never came (CUPTI dropped it)
 
 
 def _ns(ms: float) -> int:
@@ -144,12 +147,19 @@ def _steps_ms(pick: np.ndarray, group: np.ndarray, ker: dict[str, np.ndarray], g
     return (*times, np.bincount(group[group >= 0], minlength=groups).tolist())
 
 
-def _in_windows(ker: dict[str, np.ndarray], wins: list[tuple[int, int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+def _in_windows(
+    ker: dict[str, np.ndarray],
+    wins: list[tuple[int, int, int, int]],
+    snap: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(kernel index, group) of each kernel launched in one of ``wins`` ((start, end, group, owner)
-    each, sorted): ``attribute.kernels_by_owner``."""
+    each, sorted): ``attribute.kernels_by_owner``. ``snap``: the edges onto markers' times
+    (``Records.snap``; it keeps their order)."""
     if not wins:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     ws, we, wrow, wown = (np.array(col, dtype=np.int64) for col in zip(*wins))
+    if snap is not None:
+        ws, we = snap(ws), snap(we)
     return attribute.kernels_by_owner(ker["queued"], ws, we, wrow, wown)
 
 
@@ -241,15 +251,90 @@ class Records:
         self._pending: list[Pending] = []
         self._mem = layout.empty(MEMCPY)
         self._ker = layout.empty(KERNEL)
+        # Markers (``profiler.capture.cupti.marker``), where kernels carry no launch time: ``marked``
+        # says so; the marker copies' stream (CUPTI's id), the markers issued and not yet matched to
+        # their record ((host ns, bytes), oldest first: the loop's thread appends), and those matched:
+        # correlation ids and host ns, both rising.
+        self.marked = False
+        self.marker_stream = -1
+        self.issued: deque[tuple[int, int]] = deque()
+        self._mk_corr = np.empty(0, dtype=np.int64)
+        self._mk_host = np.empty(0, dtype=np.int64)
+
+    # -- markers ------------------------------------------------------------------------------------
+    def _take_markers(self, corr: np.ndarray, nbytes: np.ndarray) -> None:
+        """Marker records (their correlation ids and sizes) paired with the host times they were
+        issued at, in order: a size that is not the next marker's means CUPTI dropped that one."""
+        got_c: list[int] = []
+        got_h: list[int] = []
+        issued = self.issued
+        order = np.argsort(corr, kind="stable")
+        for c, b in zip(corr[order].tolist(), nbytes[order].tolist()):
+            while issued:
+                host, n = issued.popleft()
+                if n == b:
+                    got_c.append(c)
+                    got_h.append(host)
+                    break
+                self.stats.markers_lost += 1
+        if got_c:
+            self.stats.markers += len(got_c)
+            self._mk_corr = np.concatenate((self._mk_corr, np.array(got_c, dtype=np.int64)))
+            self._mk_host = np.concatenate((self._mk_host, np.array(got_h, dtype=np.int64)))
+
+    def _launches(self, corr: np.ndarray) -> np.ndarray:
+        """Each kernel's launch time as its markers bound it: the host time of the latest marker
+        numbered before it, plus 1 ns; 0 (unknown) where no matched marker is numbered after it yet,
+        or none before it."""
+        mc = self._mk_corr
+        if not len(mc):
+            return np.zeros(len(corr), dtype=np.int64)
+        i = np.searchsorted(mc, corr)
+        known = (i > 0) & (i < len(mc))
+        return np.where(known, self._mk_host[np.clip(i - 1, 0, None)] + 1, 0).astype(np.int64)
+
+    def snap(self, t: np.ndarray) -> np.ndarray:
+        """Host times (ns) onto the latest matched marker at or before each (unchanged before the
+        first): a window between two snapped edges holds the kernels numbered between their markers."""
+        mh = self._mk_host
+        if not len(mh):
+            return t
+        j = np.searchsorted(mh, t, side="right") - 1
+        return np.where(j >= 0, mh[np.clip(j, 0, None)], t)
+
+    def _marked_by(self, end_ns: int) -> bool:
+        """Whether the marker at or after ``end_ns`` (a batch's end) has been matched, if one was
+        issued: the batch's kernels are all numbered before it then."""
+        if not self.marked:
+            return True
+        if len(self._mk_host) and int(self._mk_host[-1]) >= end_ns:
+            return True
+        try:
+            return self.issued[-1][0] < end_ns  # none issued since: none to wait for
+        except IndexError:
+            return True
 
     def take(self, parsed: dict[int, dict[str, np.ndarray]], to_host: Callable[[np.ndarray], np.ndarray]) -> None:
         """New records, moved onto the host clock by ``to_host``, into the pools."""
         self.stats.buffers += 1
         ker, mem = parsed[KERNEL], parsed[MEMCPY]
+        if len(mem["start"]):
+            mem = dict(mem)
+            mem["start"], mem["end"] = to_host(mem["start"]), to_host(mem["end"])
+            self.frontier_ns = max(self.frontier_ns, int(mem["start"].max()))
+            if self.marked:
+                mine = mem["stream"] == self.marker_stream
+                if mine.any():  # first: the kernels below are placed by them
+                    self._take_markers(mem["correlation"][mine], mem["bytes"][mine])
+                    mem = layout.take(mem, ~mine)
+            self.stats.copies += len(mem["start"])
         if len(ker["start"]):
             ker = dict(ker)
             ker["start"], ker["end"] = to_host(ker["start"]), to_host(ker["end"])
-            ker["queued"] = np.where(ker["queued"] > 0, to_host(ker["queued"]), 0)
+            if self.marked:
+                ker["queued"] = self._launches(ker["correlation"])
+            else:
+                ker["queued"] = np.where(ker["queued"] > 0, to_host(ker["queued"]), 0)
             self.stats.kernels += len(ker["start"])
             self.frontier_ns = max(self.frontier_ns, int(ker["start"].max()))
             late = (ker["queued"] > 0) & (ker["queued"] <= self.written_ns)
@@ -257,10 +342,6 @@ class Records:
                 ker = layout.take(ker, ~self._late_kernels(layout.take(ker, late), late))
             self._ker = layout.concat([self._ker, ker], KERNEL)
         if len(mem["start"]):
-            mem = dict(mem)
-            mem["start"], mem["end"] = to_host(mem["start"]), to_host(mem["end"])
-            self.stats.copies += len(mem["start"])
-            self.frontier_ns = max(self.frontier_ns, int(mem["start"].max()))
             late = mem["start"] <= self.written_ns  # started on the device, so issued, before
             if late.any() and self._with_missing:
                 mem = layout.take(mem, ~self._late_copies(layout.take(mem, late), late))
@@ -287,7 +368,7 @@ class Records:
         done.reverse()
         wins = sorted((s, e, i, id(d.store)) for i, d in enumerate(done) for s, e in d.windows)
         added = np.zeros(len(q), dtype=bool)
-        pick, group = _in_windows(ker, wins)
+        pick, group = _in_windows(ker, wins, self.snap if self.marked else None)
         if len(pick):
             first, last, busy, count = _steps_ms(pick, group, ker, len(done))
             for i in np.unique(group).tolist():
@@ -343,7 +424,11 @@ class Records:
         pending = self._pending
         n = len(pending) if force else 0
         if not force:
-            while n < len(pending) and pending[n].end_ns + LAG_NS <= self.frontier_ns:
+            while (
+                n < len(pending)
+                and pending[n].end_ns + LAG_NS <= self.frontier_ns
+                and self._marked_by(pending[n].end_ns)
+            ):
                 n += 1
         if n == 0:
             return
@@ -355,8 +440,16 @@ class Records:
         order = np.argsort(mem["correlation"], kind="stable")
         mem = layout.take(mem, order)
         ker = self._ker
-        korder = np.argsort(ker["correlation"], kind="stable")
-        lo, hi = attribute.issue_bounds(mem["correlation"], ker["correlation"][korder], ker["queued"][korder])
+        if self.marked:
+            # kernels delivered before the markers after them: placed now
+            unknown = ker["queued"] == 0
+            if unknown.any():
+                ker["queued"] = np.where(unknown, self._launches(ker["correlation"]), ker["queued"])
+            # a copy's issue is bracketed by the markers around it, whose host times are exact
+            lo, hi = attribute.issue_bounds(mem["correlation"], self._mk_corr, self._mk_host)
+        else:
+            korder = np.argsort(ker["correlation"], kind="stable")
+            lo, hi = attribute.issue_bounds(mem["correlation"], ker["correlation"][korder], ker["queued"][korder])
         # Calls of every ready batch in the order they were made.
         flat = sorted(((c[0], c[1], c[2], i) for i, p in enumerate(ready) for c in p.calls), key=lambda t: t[0])
         matched = attribute.match_copies([(s, e, x) for s, e, x, _ in flat], mem["bytes"], mem["start"], lo, hi)
@@ -375,7 +468,7 @@ class Records:
                 missing.setdefault(i, []).append((s, e, lost))
         # Kernels by the step window their launch fell in.
         wins = sorted((s, e, i, id(p.store)) for i, p in enumerate(ready) for s, e in p.windows)
-        pick, group = _in_windows(ker, wins)
+        pick, group = _in_windows(ker, wins, self.snap if self.marked else None)
         first, last, busy, count = _steps_ms(pick, group, ker, len(ready))
         cols = _lists(mem) if h2d else {}
         for i, p in enumerate(ready):
@@ -413,7 +506,16 @@ class Records:
             self._with_missing -= bool(d.missing)
             if floors and floors[0][1] is d:
                 floors.popleft()
-        self._ker = layout.take(ker, (ker["queued"] > horizon) | (ker["queued"] == 0) & (ker["start"] > horizon))
+        q = ker["queued"]
+        keep = (q > horizon) | (q == 0) & (ker["start"] > horizon)
+        if self.marked and len(self._mk_corr):
+            # not placed yet (numbered after the latest matched marker): kept, within the history
+            keep |= (q == 0) & (ker["correlation"] > self._mk_corr[-1]) & (ker["start"] > horizon - HISTORY_NS)
+            # markers: from the latest one before the history kept (windows of kept batches snap to it)
+            cut = int(np.searchsorted(self._mk_host, horizon - HISTORY_NS)) - 1
+            if cut > 0:
+                self._mk_corr, self._mk_host = self._mk_corr[cut:], self._mk_host[cut:]
+        self._ker = layout.take(ker, keep)
 
 
 class CuptiRecorder:
@@ -432,6 +534,8 @@ class CuptiRecorder:
         self.failure: str | None = None
         # A recording for tests (scripts/record_cupti.py): raw buffers and batches, when a list is set.
         self.tap: list[Any] | None = None
+        self.marker: Marker | None = None  # made at the first edge marked (it needs CUDA's context)
+        self.marker_failure: str | None = None
         self._lock = threading.RLock()
         self._drainer: threading.Thread | None = None
 
@@ -446,9 +550,12 @@ class CuptiRecorder:
             if code != SUCCESS:
                 raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
             if current().cupti_latency:
-                # kernel launch times (``queued``): each kernel's step is found by them. They take part
-                # in the driver deadlock of ``profiler.capture.backend``'s docstring; 0 leaves them out.
+                # PINPROF_CUPTI_LATENCY=1: kernel launch times (``queued``) find each kernel's step.
+                # They take part in the driver deadlock of ``profiler.capture.backend``'s docstring, so
+                # by default markers do (``profiler.capture.cupti.marker``).
                 lib.call("cuptiActivityEnableLatencyTimestamps", 1)
+            else:
+                self.records.marked = True
             self._enable()
         except CuptiCallError as err:
             self._disable()
@@ -559,6 +666,31 @@ class CuptiRecorder:
         self.records.incoming.append(p)
         store.wait_for_gpu(row)
 
+    def mark(self, device: Any) -> float | None:
+        """A marker at a step window's edge (``marker``), on the loop's thread; its host time in ms,
+        or None where the records are not this recorder's now, launch times place the kernels, or no
+        marker can be issued (said in ``summary``)."""
+        if not (self.active and self.records.marked):
+            return None
+        m = self.marker
+        if m is None:
+            if self.marker_failure is not None:
+                return None
+            try:
+                m = Marker(self.lib, device)
+            except (MarkerError, RuntimeError, OSError) as err:
+                self.marker_failure = str(err)
+                return None
+            self.records.marker_stream = m.stream_id
+            self.records.issued = m.issued
+            self.marker = m
+            if self.tap is not None:
+                self.tap.append(("marker_stream", m.stream_id))
+        ms = m.mark()
+        if self.tap is not None and m.issued:
+            self.tap.append(("marker", *m.issued[-1]))
+        return ms
+
     # -- CUPTI's side -------------------------------------------------------------------------------
     def drain(self) -> None:
         """Read every buffer CUPTI has handed back (``shim.take``), in order, and give each back."""
@@ -626,5 +758,12 @@ class CuptiRecorder:
             "record_bytes": {("kernel" if k == KERNEL else "memcpy"): v for k, v in s.record_sizes.items()},
             "cupti_ticks_per_ns": self.clock.rate,
             "handed_to_torch_profiler": s.handovers,
+            "kernels_placed_by": "markers" if self.records.marked else "launch times",
+            "markers": {
+                "issued": self.marker.count if self.marker is not None else 0,
+                "matched": s.markers,
+                "lost": s.markers_lost,
+                "failure": self.marker_failure or (self.marker.failure if self.marker is not None else None),
+            },
             "failure": self.failure,
         }

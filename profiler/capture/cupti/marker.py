@@ -1,0 +1,123 @@
+"""Step-window edges in CUPTI's own numbering: a tiny copy at each edge, instead of launch times.
+
+A kernel's step is the host interval its launch fell in. CUPTI can give each kernel record its launch
+time (``cuptiActivityEnableLatencyTimestamps``), but with those on the driver deadlocked (a kernel
+launch and a thread of CUPTI's own, each waiting for a driver lock: ``profiler.capture.backend``), and
+they cost about 0.5 us a launch. CUPTI also numbers every CUDA API call as it begins, on any thread
+(its correlation id), and kernels' numbers follow their launch order: 0 of 19,867 kernels out of order
+in two H200 recordings, backward's from autograd's thread included (``scripts/corr_windows.py``).
+
+So at each moment that can end a step window (a loader's ``next()``, an optimizer step that closes
+rows, a ``compute()`` block's entry and exit), pinprof copies 1 to ``SIZES`` bytes from a pinned
+buffer to the device on a stream of its own (``Marker.mark``), and notes the host time just after the
+call. The copy's CUPTI record carries the call's correlation id: a kernel numbered after marker m and
+before marker m+1 was launched between their host times. ``Records`` turns each window's host edges
+into those of the latest marker at or before them (``Records.snap``), and a kernel's launch into its
+marker's time plus 1 ns, so a kernel falls in the window it would by its launch time wherever the
+window's edges are markers' times; an edge between two markers takes the kernels launched between the
+earlier one and it into the later window.
+
+The copies go on a non-blocking stream that nothing waits on, so the user's streams are not ordered
+by them; their records are told apart by that stream's CUPTI id, and the size of each (1, 2, ...,
+``SIZES``, 1, ...) matches records to the host times in order even where CUPTI drops one. The stream
+is created for the markers alone (``cudaStreamCreateWithFlags``), not taken from torch's pool:
+``torch.cuda.Stream()`` hands out 32 pooled streams in turn, so a loop that makes a side stream each
+epoch got the markers' own, and its copies were read as markers (an H100, 2026-12-05: the 64 KiB
+``non_blocking`` case of ``tests/test_gpu_cupti.py``, which makes one a round).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import deque
+from time import perf_counter_ns
+
+import torch
+
+from profiler.capture.cuda.cudart import Runtime, runtime
+from profiler.capture.cupti.lib import SUCCESS, Lib
+
+SIZES = 251  # marker copies are 1..SIZES bytes, in turn
+_HOST_TO_DEVICE = 1  # cudaMemcpyHostToDevice
+
+
+class MarkerError(RuntimeError):
+    """Markers cannot be issued here (no shared libcudart, no CUPTI stream id)."""
+
+
+def _stream_id(lib: Lib, stream: int) -> int:
+    """CUPTI's id of ``stream`` (the ``streamId`` of its records)."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as err:
+        raise MarkerError(f"libcuda: {err}") from None
+    ctx = ctypes.c_void_p()
+    code = cuda.cuStreamGetCtx(ctypes.c_void_p(stream), ctypes.byref(ctx))
+    if code != 0:
+        raise MarkerError(f"cuStreamGetCtx failed ({code})")
+    out = ctypes.c_uint32()
+    fn = getattr(lib.handle, "cuptiGetStreamIdEx", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint8, ctypes.POINTER(ctypes.c_uint32)]
+        fn.restype = ctypes.c_uint32
+        code = fn(ctx, ctypes.c_void_p(stream), 0, ctypes.byref(out))
+    else:
+        fn = lib.handle.cuptiGetStreamId
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
+        fn.restype = ctypes.c_uint32
+        code = fn(ctx, ctypes.c_void_p(stream), ctypes.byref(out))
+    if code != SUCCESS:
+        raise MarkerError(f"cuptiGetStreamId failed: {lib.result_string(code)} ({code})")
+    return int(out.value)
+
+
+def _own_stream(rt: Runtime, device: torch.device) -> int:
+    """A new stream on ``device`` for the markers alone, non-blocking (the legacy default stream does
+    not wait on it), never destroyed (one a process)."""
+    create = rt.lib.cudaStreamCreateWithFlags
+    create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+    create.restype = ctypes.c_int
+    handle = ctypes.c_void_p()
+    with torch.cuda.device(device):
+        code = create(ctypes.byref(handle), 1)  # cudaStreamNonBlocking
+    if code or not handle.value:
+        rt.clear()
+        raise MarkerError(f"cudaStreamCreateWithFlags failed (cudaError {code})")
+    return int(handle.value)
+
+
+class Marker:
+    """The copies and their host times. ``issued`` (host ns, bytes) is appended by the loop's thread
+    and consumed, in order, by ``Records`` on the recorder's thread (a deque: both ends are atomic)."""
+
+    def __init__(self, lib: Lib, device: torch.device) -> None:
+        rt = runtime()
+        if rt is None:
+            raise MarkerError("no shared libcudart to issue marker copies with")
+        self._copy = rt.memcpy
+        self._clear = rt.clear
+        self._handle = _own_stream(rt, device)
+        self._src = torch.zeros(SIZES, dtype=torch.uint8).pin_memory()
+        self._dst = torch.empty(SIZES, dtype=torch.uint8, device=device)
+        self._src_ptr, self._dst_ptr = self._src.data_ptr(), self._dst.data_ptr()
+        self.stream_id = _stream_id(lib, self._handle)
+        self.issued: deque[tuple[int, int]] = deque()
+        self.last_ns = 0  # host ns of the latest marker issued
+        self.count = 0
+        self.failure: str | None = None
+
+    def mark(self) -> float:
+        """Issue the next marker; its host time in ms (the edge's time: pass it as the edge)."""
+        n = 1 + self.count % SIZES
+        code = self._copy(self._dst_ptr, self._src_ptr, n, _HOST_TO_DEVICE, self._handle)
+        ms = perf_counter_ns() / 1e6
+        if code:
+            self._clear()  # not left for torch to report as its own error
+            if self.failure is None:
+                self.failure = f"marker copy failed (cudaError {code})"
+            return ms
+        self.count += 1
+        ns = round(ms * 1e6)  # as Records reads an edge given in ms (recorder._ns): the two agree to the ns
+        self.last_ns = ns
+        self.issued.append((ns, n))
+        return ms

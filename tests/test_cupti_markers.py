@@ -1,0 +1,187 @@
+"""Kernels placed by markers instead of launch times (``profiler.capture.cupti.marker``), on a CPU: the
+H200 recordings made with launch times, rewritten as markers would have made them
+(``cupti_replay.with_markers``: launch times cleared, a marker copy numbered after every kernel
+launched by each edge), replayed through ``Records``; and the matching rules on made-up records."""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from profiler.bench import cupti_replay
+from profiler.capture.cupti import layout
+from profiler.capture.cupti.recorder import Pending, Records, Stats
+from profiler.capture.store import TEMPLATE, Store
+
+DATA = Path(__file__).parent / "data"
+FIELDS = ("h2d_gs", "h2d_ge", "h2d_gsum", "comp_gs", "comp_ge", "comp_gsum", "comp_kernels")
+
+
+def _edges(meta: dict, starts: bool = True) -> list[int]:
+    """Every window's end and every batch's end, and every window's start (without ``starts``, only
+    the first: pinprof marks the first ``next()``, before any window)."""
+    out = [min(s for b in meta["batches"] for s, _ in b["windows"])]
+    for b in meta["batches"]:
+        out.append(b["end_ns"])
+        for s, e in b["windows"]:
+            out.append(e)
+            if starts:
+                out.append(s)
+    return out
+
+
+def _rows(name: str, starts: bool = True) -> tuple[dict, dict, Stats, Stats, list[int]]:
+    """The recording ``name`` replayed as recorded and as markers at its edges would have made it:
+    both stores' columns, both replays' counts, the rows every buffer covers."""
+    buffers, meta = cupti_replay.load(DATA / name / "recording.npz")
+    store, stats, batches, last = cupti_replay.replay_live(buffers, meta)
+    marked_buffers, marked_meta = cupti_replay.with_markers(buffers, meta, _edges(meta, starts))
+    mstore, mstats, _, _ = cupti_replay.replay_live(marked_buffers, marked_meta)
+    covered = [b["row"] for b in batches if b["windows"] and b["windows"][-1][1] < min(last)]
+    return store.columns(), mstore.columns(), stats, mstats, covered
+
+
+def _same(a: np.ndarray, b: np.ndarray, field: str) -> None:
+    """Equal; busy times to rounding (late kernels are added in another order)."""
+    if field == "comp_kernels":
+        np.testing.assert_array_equal(a, b, err_msg=field)
+    else:
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=0, err_msg=field)
+
+
+@pytest.mark.parametrize("name", ["h200_thread_queues", "h200_cupti"])
+def test_markers_at_every_edge_give_the_rows_launch_times_gave(name: str) -> None:
+    """Markers at every window edge: each row's kernels, compute and copies as with launch times, on
+    the short step (backward from autograd's own thread, in buffers of its own that come late) and on
+    the three recorded loops."""
+    exact, marked, stats, mstats, covered = _rows(name)
+    assert len(covered) > 20
+    assert mstats.markers > 100 and mstats.markers_lost == 0
+    # (the short step's recording keeps its first four buffers: the rows after them miss their copies)
+    assert mstats.unmatched_calls == stats.unmatched_calls
+    for f in FIELDS:
+        _same(marked[f][covered], exact[f][covered], f)
+    assert (marked["comp_kernels"][covered] > 0).all() and (marked["h2d_gsum"][covered] > 0).all()
+
+
+def test_markers_at_window_ends_only_give_the_same_rows_on_the_short_step() -> None:
+    """Only the edges pinprof marks (a row's end: the ``next()``, the optimizer step), each window's
+    start taken back to the marker before it: on the short step no kernel is launched between that
+    marker and the start (the loader's ``next()``), so every row reads the same."""
+    exact, marked, _, mstats, covered = _rows("h200_thread_queues", starts=False)
+    assert mstats.markers > 50 and len(covered) > 50
+    for f in FIELDS:
+        _same(marked[f][covered], exact[f][covered], f)
+
+
+def _without_marker(buffers: list[bytes], sizes: dict[int, int], nbytes: int) -> tuple[list[bytes], int]:
+    """``buffers`` less the first marker record of ``nbytes`` bytes; how many were cut (0 or 1)."""
+    out, cut = [], 0
+    for raw in buffers:
+        kept, pos = bytearray(), 0
+        while pos < len(raw):
+            kind = int.from_bytes(raw[pos : pos + 4], "little")
+            rec = raw[pos : pos + sizes[kind]]
+            pos += sizes[kind]
+            marker = kind == layout.KIND_MEMCPY and int.from_bytes(rec[40:44], "little") == cupti_replay.MARKER_STREAM
+            if not cut and marker and int.from_bytes(rec[8:16], "little") == nbytes:
+                cut = 1
+                continue
+            kept += rec
+        out.append(bytes(kept))
+    return out, cut
+
+
+def test_a_dropped_marker_record_loses_that_marker_only() -> None:
+    """CUPTI drops a marker's record: the sizes (1, 2, 3, ... in turn) show which, the markers after
+    it keep their own host times, and only the rows that edge bounded can differ."""
+    buffers, meta = cupti_replay.load(DATA / "h200_thread_queues" / "recording.npz")
+    marked_buffers, marked_meta = cupti_replay.with_markers(buffers, meta, _edges(meta))
+    sizes = {int(k): v for k, v in marked_meta["sizes"].items()}
+    _, _, batches, last = cupti_replay.replay_live(buffers, meta)  # (a marker replay has no launch times)
+    full, _, _, _ = cupti_replay.replay_live(marked_buffers, marked_meta)
+    fifth = marked_meta["markers"][40]
+    cut_buffers, cut = _without_marker(marked_buffers, sizes, fifth[1])
+    assert cut == 1
+    store, stats, _, _ = cupti_replay.replay_live(cut_buffers, marked_meta)
+    assert stats.markers_lost == 1 and stats.markers == len(marked_meta["markers"]) - 1 - _undelivered(marked_meta, last)
+    covered = [b["row"] for b in batches if b["windows"] and b["windows"][-1][1] < min(last)]
+    touched = [b["row"] for b in batches if any(fifth[0] in (s, e) for s, e in b["windows"]) or b["end_ns"] == fifth[0]]
+    assert touched
+    rest = [r for r in covered if r not in touched and r - 1 not in touched and r + 1 not in touched]
+    a, b = full.columns(), store.columns()
+    assert len(rest) > 40
+    np.testing.assert_array_equal(a["comp_kernels"][rest], b["comp_kernels"][rest])
+
+
+def _undelivered(meta: dict, last: list[int]) -> int:
+    """Markers of the recording issued after its last buffer was handed back."""
+    end = meta["clocks"][-1]["host_ns"]
+    return sum(1 for h, _ in meta["markers"] if h >= end)
+
+
+def _records(corr: list[int], hosts: list[int]) -> Records:
+    r = Records(Stats())
+    r.marked, r.marker_stream = True, 5
+    r.issued = deque((h, 1 + i) for i, h in enumerate(hosts))
+    r._take_markers(np.array(corr, dtype=np.int64), np.arange(1, len(corr) + 1, dtype=np.int64))
+    return r
+
+
+def test_a_kernel_is_placed_just_after_the_marker_numbered_before_it() -> None:
+    r = _records([10, 20, 30], [1000, 2000, 3000])
+    got = r._launches(np.array([5, 11, 19, 25, 31], dtype=np.int64))
+    # before the first marker: unknown; after the last: unknown until a marker after it comes
+    assert got.tolist() == [0, 1001, 1001, 2001, 0]
+    # edges onto the marker at or before them; before the first, left as they are
+    assert r.snap(np.array([500, 1000, 1999, 2000, 3500], dtype=np.int64)).tolist() == [500, 1000, 1000, 2000, 3000]
+
+
+def test_a_batch_waits_for_the_marker_that_ends_it() -> None:
+    r = _records([10], [1000])
+    r.issued.append((2000, 2))  # issued, its record not delivered yet
+    assert r._marked_by(900) and r._marked_by(1000)
+    assert not r._marked_by(1500) and not r._marked_by(2000)
+    assert r._marked_by(2500)  # no marker issued at or after it: nothing to wait for
+    r.marked = False
+    assert r._marked_by(1500)
+
+
+def test_kernels_delivered_before_their_markers_are_placed_when_the_batch_is_attributed() -> None:
+    """Autograd's thread hands its buffer back first: its kernels (ids 21, 22) come before the main
+    thread's buffer with the markers around them (ids 20, 30). The batch waits for its end marker,
+    then holds both kernels; a kernel of the next step (id 31) stays for the next batch."""
+    k = cupti_replay.kernel_record
+    stats = Stats()
+    r = Records(stats)
+    r.marked, r.marker_stream = True, 3
+    r.issued = deque([(1_000_000, 1), (2_000_000, 2)])
+    store = Store()
+    row = dict(TEMPLATE)
+    row["batch"] = 0
+    store.append(row)
+    store.wait_for_gpu(0)
+    r.incoming.append(Pending(store, 0, [], [(1_000_000, 2_000_000)], 2_000_000))
+    sizes = dict(cupti_replay.SIZES)
+    ident = functools.partial(cupti_replay.to_host, p=0, c=0, rate=1.0)
+    grad = k(1_100_000, 1_200_000, 0, 21) + k(1_200_000, 1_400_000, 0, 22) + k(3_100_000, 3_200_000, 0, 31)
+    grad += k(60_000_000, 60_000_100, 0, 41)  # carries the frontier past the batch's end
+    r.take(layout.parse(grad, dict(sizes)), ident)
+    r.process(force=False)
+    assert store.first_waiting() == 0  # its end marker not matched yet: it waits
+    marker = cupti_replay.memcpy_record
+    main = bytearray(marker(1_000_500, 1_000_600, 1, 2, 20))
+    main[40:44] = (3).to_bytes(4, "little")
+    end = bytearray(marker(2_000_500, 2_000_600, 2, 2, 30))
+    end[40:44] = (3).to_bytes(4, "little")
+    r.take(layout.parse(bytes(main) + bytes(end), dict(sizes)), ident)
+    r.process(force=False)
+    cols = store.columns()
+    assert store.first_waiting() is None
+    assert cols["comp_kernels"][0] == 2
+    assert cols["comp_gsum"][0] == pytest.approx(0.3)
+    assert stats.markers == 2 and stats.copies == 0  # markers are no batch's copies
