@@ -68,6 +68,8 @@ log="$OUT/gpu_check.log"
       cupti) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider --timeout=${GPU_TEST_LIMIT:-240} \
                tests/test_gpu_cupti.py ;;
       backends) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} ;;
+      # What one CUPTI marker costs the loop's thread (kernel, copy), against an event record.
+      marker-cost) timeout 120 python3 scripts/bench_marker_cost.py ;;
       # The recorder's cost, this checkout against an older one (BASE_CLOCK on both: events unless
       # told cupti), side by side. Carry the older package as .base:
       #   mkdir .base && git archive COMMIT profiler | tar x -C .base

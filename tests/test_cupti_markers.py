@@ -1,7 +1,7 @@
 """Kernels placed by markers instead of launch times (``profiler.capture.cupti.marker``), on a CPU: the
 H200 recordings made with launch times, rewritten as markers would have made them
-(``cupti_replay.with_markers``: launch times cleared, a marker copy numbered after every kernel
-launched by each edge), replayed through ``Records``; and the matching rules on made-up records."""
+(``cupti_replay.with_markers``: launch times cleared, a marker kernel or copy numbered after every
+kernel launched by each edge), replayed through ``Records``; and the matching rules on made-up records."""
 
 from __future__ import annotations
 
@@ -34,12 +34,12 @@ def _edges(meta: dict, starts: bool = True) -> list[int]:
     return out
 
 
-def _rows(name: str, starts: bool = True) -> tuple[dict, dict, Stats, Stats, list[int]]:
-    """The recording ``name`` replayed as recorded and as markers at its edges would have made it:
-    both stores' columns, both replays' counts, the rows every buffer covers."""
+def _rows(name: str, starts: bool = True, kind: str = "kernel") -> tuple[dict, dict, Stats, Stats, list[int]]:
+    """The recording ``name`` replayed as recorded and as markers (of ``kind``) at its edges would have
+    made it: both stores' columns, both replays' counts, the rows every buffer covers."""
     buffers, meta = cupti_replay.load(DATA / name / "recording.npz")
     store, stats, batches, last = cupti_replay.replay_live(buffers, meta)
-    marked_buffers, marked_meta = cupti_replay.with_markers(buffers, meta, _edges(meta, starts))
+    marked_buffers, marked_meta = cupti_replay.with_markers(buffers, meta, _edges(meta, starts), kind)
     mstore, mstats, _, _ = cupti_replay.replay_live(marked_buffers, marked_meta)
     covered = [b["row"] for b in batches if b["windows"] and b["windows"][-1][1] < min(last)]
     return store.columns(), mstore.columns(), stats, mstats, covered
@@ -53,12 +53,13 @@ def _same(a: np.ndarray, b: np.ndarray, field: str) -> None:
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=0, err_msg=field)
 
 
+@pytest.mark.parametrize("kind", ["kernel", "copy"])
 @pytest.mark.parametrize("name", ["h200_thread_queues", "h200_cupti"])
-def test_markers_at_every_edge_give_the_rows_launch_times_gave(name: str) -> None:
-    """Markers at every window edge: each row's kernels, compute and copies as with launch times, on
-    the short step (backward from autograd's own thread, in buffers of its own that come late) and on
-    the three recorded loops."""
-    exact, marked, stats, mstats, covered = _rows(name)
+def test_markers_at_every_edge_give_the_rows_launch_times_gave(name: str, kind: str) -> None:
+    """Markers (empty kernels, or tiny copies) at every window edge: each row's kernels, compute and
+    copies as with launch times, on the short step (backward from autograd's own thread, in buffers of
+    its own that come late) and on the three recorded loops. A marker kernel is no step's kernel."""
+    exact, marked, stats, mstats, covered = _rows(name, kind=kind)
     assert len(covered) > 20
     assert mstats.markers > 100 and mstats.markers_lost == 0
     # (the short step's recording keeps its first four buffers: the rows after them miss their copies)
@@ -100,7 +101,7 @@ def test_a_dropped_marker_record_loses_that_marker_only() -> None:
     """CUPTI drops a marker's record: the sizes (1, 2, 3, ... in turn) show which, the markers after
     it keep their own host times, and only the rows that edge bounded can differ."""
     buffers, meta = cupti_replay.load(DATA / "h200_thread_queues" / "recording.npz")
-    marked_buffers, marked_meta = cupti_replay.with_markers(buffers, meta, _edges(meta))
+    marked_buffers, marked_meta = cupti_replay.with_markers(buffers, meta, _edges(meta), "copy")
     sizes = {int(k): v for k, v in marked_meta["sizes"].items()}
     _, _, batches, last = cupti_replay.replay_live(buffers, meta)  # (a marker replay has no launch times)
     full, _, _, _ = cupti_replay.replay_live(marked_buffers, marked_meta)
@@ -108,7 +109,9 @@ def test_a_dropped_marker_record_loses_that_marker_only() -> None:
     cut_buffers, cut = _without_marker(marked_buffers, sizes, fifth[1])
     assert cut == 1
     store, stats, _, _ = cupti_replay.replay_live(cut_buffers, marked_meta)
-    assert stats.markers_lost == 1 and stats.markers == len(marked_meta["markers"]) - 1 - _undelivered(marked_meta, last)
+    assert stats.markers_lost == 1 and stats.markers == len(marked_meta["markers"]) - 1 - _undelivered(
+        marked_meta, last
+    )
     covered = [b["row"] for b in batches if b["windows"] and b["windows"][-1][1] < min(last)]
     touched = [b["row"] for b in batches if any(fifth[0] in (s, e) for s, e in b["windows"]) or b["end_ns"] == fifth[0]]
     assert touched

@@ -60,13 +60,15 @@ def kernel_launches(buffers: list[bytes], meta: dict[str, Any]) -> tuple[np.ndar
 SIZES = {layout.KIND_CONCURRENT_KERNEL: 216, layout.KIND_MEMCPY: 96}
 
 
-def kernel_record(start: int, end: int, queued: int, corr: int) -> bytes:
+def kernel_record(start: int, end: int, queued: int, corr: int, stream: int = 7, block_x: int = 128) -> bytes:
     """A made-up kernel record as CUPTI lays it out (``layout.FIELDS``): on the device from ``start``
-    to ``end``, its launch queued at ``queued`` (ns), correlation id ``corr``, stream 7."""
+    to ``end``, its launch queued at ``queued`` (ns), correlation id ``corr``, on ``stream``, with
+    ``block_x`` threads a block."""
     b = bytearray(SIZES[layout.KIND_CONCURRENT_KERNEL])
     struct.pack_into("<I", b, 0, layout.KIND_CONCURRENT_KERNEL)
     struct.pack_into("<QQ", b, 16, start, end)
-    struct.pack_into("<I", b, 48, 7)
+    struct.pack_into("<I", b, 48, stream)
+    struct.pack_into("<I", b, 64, block_x)
     struct.pack_into("<I", b, 92, corr)
     struct.pack_into("<Q", b, 120, queued)
     return bytes(b)
@@ -134,12 +136,15 @@ MARKER_STREAM = 99  # the made-up marker stream's CUPTI id (``with_markers``)
 _SPREAD = 1024  # ids are multiplied by this, leaving room for markers between two recorded ids
 
 
-def with_markers(buffers: list[bytes], meta: dict[str, Any], edges_ns: list[int]) -> tuple[list[bytes], dict[str, Any]]:
+def with_markers(
+    buffers: list[bytes], meta: dict[str, Any], edges_ns: list[int], kind: str = "kernel"
+) -> tuple[list[bytes], dict[str, Any]]:
     """A recording made with launch times, as markers (``profiler.capture.cupti.marker``) would have
     made it: kernels' launch times cleared, every correlation id multiplied by ``_SPREAD``, and a marker
-    copy at each host time of ``edges_ns`` (1, 2, ... bytes in turn, stream ``MARKER_STREAM``, numbered
-    just after every kernel launched by then), in the first buffer handed back after it. Kernels
-    launched at an edge count as before it; those of unknown launch time are left where they are."""
+    at each host time of ``edges_ns`` (an empty kernel of 1, 2, ... threads, or a copy of 1, 2, ...
+    bytes, as ``kind`` says; stream ``MARKER_STREAM``, numbered just after every kernel launched by
+    then), in the first buffer handed back after it. Kernels launched at an edge count as before it;
+    those of unknown launch time are left where they are."""
     sizes = {int(k): v for k, v in meta["sizes"].items()}
     queued, corr = kernel_launches(buffers, meta)
     by_time = np.argsort(queued, kind="stable")
@@ -162,20 +167,23 @@ def with_markers(buffers: list[bytes], meta: dict[str, Any], edges_ns: list[int]
         b = bytearray(raw)
         pos = 0
         while pos < len(b):
-            kind = struct.unpack_from("<I", b, pos)[0]
-            if kind == layout.KIND_CONCURRENT_KERNEL:
+            rkind = struct.unpack_from("<I", b, pos)[0]
+            if rkind == layout.KIND_CONCURRENT_KERNEL:
                 struct.pack_into("<I", b, pos + 92, struct.unpack_from("<I", b, pos + 92)[0] * _SPREAD)
                 struct.pack_into("<Q", b, pos + 120, 0)
-            elif kind == layout.KIND_MEMCPY:
+            elif rkind == layout.KIND_MEMCPY:
                 struct.pack_into("<I", b, pos + 44, struct.unpack_from("<I", b, pos + 44)[0] * _SPREAD)
-            pos += sizes[kind]
+            pos += sizes[rkind]
         p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
         while m < len(marks) and marks[m][0] < p:
             t, cid, nbytes = marks[m]
             at = c + round((t - p) * rate)  # on this buffer's CUPTI clock
-            rec = bytearray(memcpy_record(at, at + 1000, nbytes, 2, cid))
-            struct.pack_into("<I", rec, 40, MARKER_STREAM)
-            b += rec
+            if kind == "kernel":
+                b += kernel_record(at, at + 1000, 0, cid, stream=MARKER_STREAM, block_x=nbytes)
+            else:
+                rec = bytearray(memcpy_record(at, at + 1000, nbytes, 2, cid))
+                struct.pack_into("<I", rec, 40, MARKER_STREAM)
+                b += rec
             m += 1
         out.append(bytes(b))
     new = dict(meta)

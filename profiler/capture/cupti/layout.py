@@ -16,7 +16,7 @@ record, times in ns on CUPTI's clock):
 KERNEL (``CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL``)
     start, end (int64: the kernel on the device), queued (int64: when the launch was queued, on the
     host, so the host time of the launch; 0 when CUPTI could not take it), stream (int64),
-    correlation (int64)
+    correlation (int64), block_x (int64: threads a block, along x; a marker kernel's sequence)
 MEMCPY (``CUPTI_ACTIVITY_KIND_MEMCPY``, host-to-device copies only)
     start, end (int64: the copy on the device), bytes (int64), src_kind (int64: CUPTI's
     ``CUpti_ActivityMemoryKind``: 1 pageable, 2 pinned, 3 device, 5 managed), stream, correlation
@@ -42,6 +42,7 @@ FIELDS: Final[dict[int, tuple[tuple[str, str, int], ...]]] = {
         ("start", "<u8", 16),
         ("end", "<u8", 24),
         ("stream", "<u4", 48),
+        ("block_x", "<u4", 64),
         ("correlation", "<u4", 92),
         ("queued", "<u8", 120),
     ),
@@ -59,7 +60,7 @@ FIELDS: Final[dict[int, tuple[tuple[str, str, int], ...]]] = {
 # The smallest record size each kind can have (its last field read ends there).
 MIN_SIZE: Final = {KIND_CONCURRENT_KERNEL: 136, KIND_MEMCPY: 48}
 COLUMNS: Final = {
-    KIND_CONCURRENT_KERNEL: ("start", "end", "queued", "stream", "correlation"),
+    KIND_CONCURRENT_KERNEL: ("start", "end", "queued", "stream", "correlation", "block_x"),
     KIND_MEMCPY: ("start", "end", "bytes", "src_kind", "stream", "correlation"),
 }
 # (name, width in bytes, byte offset) of each field ``parse`` reads: the columns, and a copy's kind.

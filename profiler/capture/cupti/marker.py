@@ -8,28 +8,33 @@ they cost about 0.5 us a launch. CUPTI also numbers every CUDA API call as it be
 in two H200 recordings, backward's from autograd's thread included (``scripts/corr_windows.py``).
 
 So at each moment that can end a step window (a loader's ``next()``, an optimizer step that closes
-rows, a ``compute()`` block's entry and exit), pinprof copies 1 to ``SIZES`` bytes from a pinned
-buffer to the device on a stream of its own (``Marker.mark``), and notes the host time just after the
-call. The copy's CUPTI record carries the call's correlation id: a kernel numbered after marker m and
+rows, a ``compute()`` block's entry and exit), pinprof launches an empty kernel of 1 to ``SIZES``
+threads (``PINPROF_MARKER=kernel``, the default) or copies 1 to ``SIZES`` bytes from a pinned buffer
+to the device (``copy``), on a stream of its own (``Marker.mark``), and notes the host time just after
+the call. Its CUPTI record carries the call's correlation id: a kernel numbered after marker m and
 before marker m+1 was launched between their host times. ``Records`` turns each window's host edges
 into those of the latest marker at or before them (``Records.snap``), and a kernel's launch into its
 marker's time plus 1 ns, so a kernel falls in the window it would by its launch time wherever the
 window's edges are markers' times; an edge between two markers takes the kernels launched between the
 earlier one and it into the later window.
 
-The copies go on a non-blocking stream that nothing waits on, so the user's streams are not ordered
-by them; their records are told apart by that stream's CUPTI id, and the size of each (1, 2, ...,
-``SIZES``, 1, ...) matches records to the host times in order even where CUPTI drops one. The stream
+The markers go on a non-blocking stream that nothing waits on, so the user's streams are not ordered
+by them; their records are told apart by that stream's CUPTI id, and the size of each (threads or
+bytes: 1, 2, ..., ``SIZES``, 1, ...) matches records to the host times in order even where CUPTI drops
+one. The stream
 is created for the markers alone (``cudaStreamCreateWithFlags``), not taken from torch's pool:
 ``torch.cuda.Stream()`` hands out 32 pooled streams in turn, so a loop that makes a side stream each
 epoch got the markers' own, and its copies were read as markers (an H100, 2026-12-05: the 64 KiB
 ``non_blocking`` case of ``tests/test_gpu_cupti.py``, which makes one a round).
+
+What a marker costs the loop's thread: ``scripts/bench_marker_cost.py``.
 """
 
 from __future__ import annotations
 
 import ctypes
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter_ns
 
 import torch
@@ -86,20 +91,73 @@ def _own_stream(rt: Runtime, device: torch.device) -> int:
     return int(handle.value)
 
 
-class Marker:
-    """The copies and their host times. ``issued`` (host ns, bytes) is appended by the loop's thread
-    and consumed, in order, by ``Records`` on the recorder's thread (a deque: both ends are atomic)."""
+# An empty kernel, JIT-compiled by the driver for whatever GPU it runs on.
+PTX = b"""
+.version 6.0
+.target sm_52
+.address_size 64
+.visible .entry pinprof_marker()
+{
+    ret;
+}
+\0"""
 
-    def __init__(self, lib: Lib, device: torch.device) -> None:
-        rt = runtime()
-        if rt is None:
-            raise MarkerError("no shared libcudart to issue marker copies with")
-        self._copy = rt.memcpy
-        self._clear = rt.clear
-        self._handle = _own_stream(rt, device)
+
+class _Kernel:
+    """``pinprof_marker<<<1, n, 0, stream>>>()`` through the driver API."""
+
+    def __init__(self, stream: int) -> None:
+        try:
+            cuda = ctypes.CDLL("libcuda.so.1")
+        except OSError as err:
+            raise MarkerError(f"libcuda: {err}") from None
+        module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        code = cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX))
+        if code == 0:
+            code = cuda.cuModuleGetFunction(ctypes.byref(fn), module, b"pinprof_marker")
+        if code != 0:
+            raise MarkerError(f"the marker kernel could not be loaded (CUresult {code})")
+        launch = cuda.cuLaunchKernel
+        u = ctypes.c_uint
+        launch.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        launch.restype = ctypes.c_int
+        # ctypes objects made once: an int passed as a pointer is converted on every call
+        self._launch, self._fn, self._stream = launch, fn, ctypes.c_void_p(stream)
+
+    def __call__(self, n: int) -> int:
+        return self._launch(self._fn, 1, 1, 1, n, 1, 1, 0, self._stream, None, None)  # type: ignore[no-any-return]
+
+
+class _Copy:
+    """``cudaMemcpyAsync`` of ``n`` bytes from a pinned buffer to the device."""
+
+    def __init__(self, rt: Runtime, device: torch.device, stream: int) -> None:
         self._src = torch.zeros(SIZES, dtype=torch.uint8).pin_memory()
         self._dst = torch.empty(SIZES, dtype=torch.uint8, device=device)
-        self._src_ptr, self._dst_ptr = self._src.data_ptr(), self._dst.data_ptr()
+        self._copy, self._stream = rt.memcpy, ctypes.c_void_p(stream)
+        self._s, self._d = ctypes.c_void_p(self._src.data_ptr()), ctypes.c_void_p(self._dst.data_ptr())
+
+    def __call__(self, n: int) -> int:
+        return self._copy(self._d, self._s, n, _HOST_TO_DEVICE, self._stream)  # type: ignore[no-any-return]
+
+
+class Marker:
+    """The markers and their host times. ``issued`` (host ns, sequence) is appended by the loop's
+    thread and consumed, in order, by ``Records`` on the recorder's thread (a deque: both ends are
+    atomic). ``kind``: ``kernel``, an empty kernel of 1..``SIZES`` threads (its record's ``block_x``),
+    or ``copy``, 1..``SIZES`` bytes copied (its record's ``bytes``)."""
+
+    def __init__(self, lib: Lib, device: torch.device, kind: str = "kernel") -> None:
+        rt = runtime()
+        if rt is None:
+            raise MarkerError("no shared libcudart to issue markers with")
+        self._clear = rt.clear
+        self._handle = _own_stream(rt, device)
+        with torch.cuda.device(device):
+            self._issue: Callable[[int], int] = (
+                _Kernel(self._handle) if kind == "kernel" else _Copy(rt, device, self._handle)
+            )
+        self.kind = kind
         self.stream_id = _stream_id(lib, self._handle)
         self.issued: deque[tuple[int, int]] = deque()
         self.last_ns = 0  # host ns of the latest marker issued
@@ -109,12 +167,12 @@ class Marker:
     def mark(self) -> float:
         """Issue the next marker; its host time in ms (the edge's time: pass it as the edge)."""
         n = 1 + self.count % SIZES
-        code = self._copy(self._dst_ptr, self._src_ptr, n, _HOST_TO_DEVICE, self._handle)
+        code = self._issue(n)
         ms = perf_counter_ns() / 1e6
         if code:
             self._clear()  # not left for torch to report as its own error
             if self.failure is None:
-                self.failure = f"marker copy failed (cudaError {code})"
+                self.failure = f"marker {self.kind} failed (error {code})"
             return ms
         self.count += 1
         ns = round(ms * 1e6)  # as Records reads an edge given in ms (recorder._ns): the two agree to the ns

@@ -318,15 +318,12 @@ class Records:
         """New records, moved onto the host clock by ``to_host``, into the pools."""
         self.stats.buffers += 1
         ker, mem = parsed[KERNEL], parsed[MEMCPY]
+        if self.marked:  # markers first: the kernels below are placed by them
+            ker, mem = self._split_markers(ker, mem, to_host)
         if len(mem["start"]):
             mem = dict(mem)
             mem["start"], mem["end"] = to_host(mem["start"]), to_host(mem["end"])
             self.frontier_ns = max(self.frontier_ns, int(mem["start"].max()))
-            if self.marked:
-                mine = mem["stream"] == self.marker_stream
-                if mine.any():  # first: the kernels below are placed by them
-                    self._take_markers(mem["correlation"][mine], mem["bytes"][mine])
-                    mem = layout.take(mem, ~mine)
             self.stats.copies += len(mem["start"])
         if len(ker["start"]):
             ker = dict(ker)
@@ -346,6 +343,21 @@ class Records:
             if late.any() and self._with_missing:
                 mem = layout.take(mem, ~self._late_copies(layout.take(mem, late), late))
             self._mem = layout.concat([self._mem, mem], MEMCPY)
+
+    def _split_markers(
+        self, ker: dict[str, np.ndarray], mem: dict[str, np.ndarray], to_host: Callable[[np.ndarray], np.ndarray]
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The records on the markers' stream taken out (kernels: their ``block_x``; copies: their
+        bytes, as the sequence) and matched; the others returned."""
+        out = []
+        for cols, seq in ((ker, "block_x"), (mem, "bytes")):
+            mine = cols["stream"] == self.marker_stream
+            if mine.any():
+                self.frontier_ns = max(self.frontier_ns, int(to_host(cols["start"][mine]).max()))
+                self._take_markers(cols["correlation"][mine], cols[seq][mine])
+                cols = layout.take(cols, ~mine)
+            out.append(cols)
+        return out[0], out[1]
 
     def _late_kernels(self, ker: dict[str, np.ndarray], late: np.ndarray) -> np.ndarray:
         """Kernels launched before the latest written batch ended, delivered after it was written (a
@@ -677,7 +689,7 @@ class CuptiRecorder:
             if self.marker_failure is not None:
                 return None
             try:
-                m = Marker(self.lib, device)
+                m = Marker(self.lib, device, current().marker)
             except (MarkerError, RuntimeError, OSError) as err:
                 self.marker_failure = str(err)
                 return None
