@@ -43,9 +43,10 @@ thread of CUPTI's own waits to take one for reading (in one run a pinned allocat
 ``cuMemHostAlloc``, waited to write too). It came
 in every run with kernels' launch times on (``cuptiActivityEnableLatencyTimestamps``), however the
 records were started or handed over, and in none of three runs without them
-(``PINPROF_CUPTI_LATENCY=0``), the late start and the handovers included. The launch times stay on
-by default, because each kernel's step is found by them; ``pinprof profile`` says when its loop is
-blocked (``profiler.capture.stall``).
+(``PINPROF_CUPTI_LATENCY=0``), the late start and the handovers included. So by default they are
+not asked for: markers find each kernel's step (``profiler.capture.cupti.marker``); with
+``PINPROF_CUPTI_LATENCY=1`` they are, and ``pinprof profile`` says when its loop is blocked
+(``profiler.capture.stall``).
 """
 
 from __future__ import annotations

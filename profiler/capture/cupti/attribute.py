@@ -10,7 +10,9 @@ numpy only, on times in ns of one host clock (``time.perf_counter_ns``; records 
   code outside a batch, with the same size, is passed over.
 - **A kernel** belongs to the step whose host interval holds its launch time (``queued``): on any
   thread, so backward's kernels, launched from autograd's own thread while the main thread waits in
-  ``backward()``, belong to the step that called it.
+  ``backward()``, belong to the step that called it. The launch time is CUPTI's
+  (``PINPROF_CUPTI_LATENCY=1``) or, by default, the host time of the marker numbered before the
+  kernel, plus 1 ns (``Records._launches``), and a copy's bracket is the markers' around it.
 - **Per batch**: the copies' first start, last end and summed time; the kernels' first start, last
   end and busy time (the union of their intervals, so kernels that run side by side count once).
 """
