@@ -68,8 +68,12 @@ class Compute(HostPhase):
     def __enter__(self) -> None:
         prof, rec = self.prof, self.rec
         cupti = prof.cuda and prof._cupti_row(rec)
-        # CUPTI: the kernels launched in here are the step, bounded by markers where they place them
-        start = self.start = (cupti and edge_ms(prof.device)) or now_ms()
+        # CUPTI: the kernels launched in here are the step, bounded by markers where they place them;
+        # a marker's call is pinprof's own time (pinprof_ms)
+        start = self.start = now_ms()
+        if cupti and (mark := edge_ms(prof.device)) is not None:
+            rec["own_sum"] += mark - start
+            start = self.start = mark
         if rec["request"] != rec["request"]:  # NaN: first compute of this batch
             rec["request"] = start
         if prof.cuda and not cupti:
@@ -83,7 +87,10 @@ class Compute(HostPhase):
     def __exit__(self, *exc: object) -> None:
         prof, rec = self.prof, self.rec
         prof.nvtx.pop()
-        end = (prof.cuda and "_comp_start" not in rec and prof._cupti_row(rec) and edge_ms(prof.device)) or now_ms()
+        end = now_ms()
+        if prof.cuda and "_comp_start" not in rec and prof._cupti_row(rec) and (mark := edge_ms(prof.device)):
+            rec["own_sum"] += mark - end
+            end = mark
         if prof.cuda and "_comp_start" in rec:
             ev = prof._pool.get()
             record(ev, self.stream)
