@@ -688,10 +688,8 @@ class CuptiRecorder:
         if m is None:
             if self.marker_failure is not None:
                 return None
-            try:
-                m = Marker(self.lib, device, current().marker)
-            except (MarkerError, RuntimeError, OSError) as err:
-                self.marker_failure = str(err)
+            m = self._new_marker(device)
+            if m is None:
                 return None
             self.records.marker_stream = m.stream_id
             self.records.issued = m.issued
@@ -702,6 +700,20 @@ class CuptiRecorder:
         if self.tap is not None and m.issued:
             self.tap.append(("marker", *m.issued[-1]))
         return ms
+
+    def _new_marker(self, device: Any) -> Marker | None:
+        """The marker ``PINPROF_MARKER`` asks for; where an empty kernel cannot be loaded (no PTX JIT
+        in the driver), a copy, and ``summary`` says why; None where neither can be issued."""
+        kinds = [current().marker] + (["copy"] if current().marker == "kernel" else [])
+        why = []
+        for kind in kinds:
+            try:
+                return Marker(self.lib, device, kind)
+            except (MarkerError, RuntimeError, OSError) as err:
+                why.append(f"{kind}: {err}")
+            finally:
+                self.marker_failure = "; ".join(why) or None
+        return None
 
     # -- CUPTI's side -------------------------------------------------------------------------------
     def drain(self) -> None:
@@ -772,6 +784,7 @@ class CuptiRecorder:
             "handed_to_torch_profiler": s.handovers,
             "kernels_placed_by": "markers" if self.records.marked else "launch times",
             "markers": {
+                "kind": self.marker.kind if self.marker is not None else None,
                 "issued": self.marker.count if self.marker is not None else 0,
                 "matched": s.markers,
                 "lost": s.markers_lost,
