@@ -11,7 +11,7 @@
 | ``PINPROF_BACKEND`` | ``auto`` | what times the GPU: ``auto`` (CUPTI's activity records where they can start before the process's CUDA work, CUDA events otherwise; ``meta.json`` says which and why), ``events`` (CUDA events), ``cupti`` (as ``auto``, and a fall-back to events is said in one line on stderr): ``profiler.capture.backend`` |
 | ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | when CUPTI times the GPU: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
 | ``PINPROF_CUPTI_LATENCY`` | ``0`` | when CUPTI times the GPU, what places each kernel in its batch's step: ``0``, markers (an empty kernel or a tiny copy at each step window's edge, ``profiler.capture.cupti.marker``); ``1``, kernels' launch times in CUPTI's records, which took part in a driver deadlock in every run of the resnet50 benchmark on an H100 (``profiler.capture.backend``) |
-| ``PINPROF_MARKER`` | ``kernel`` | when markers place kernels: ``kernel``, an empty kernel launched at each edge on a stream of pinprof's own; ``copy``, a copy of a few bytes instead (``profiler.capture.cupti.marker``) |
+| ``PINPROF_MARKER`` | ``copy`` | when markers place kernels: ``copy``, a copy of a few bytes from pinned memory at each edge, on a stream of pinprof's own; ``kernel``, an empty kernel instead (``profiler.capture.cupti.marker``) |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
 | ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
@@ -52,7 +52,7 @@ class Settings:
     backend: str
     cupti_flush_ms: int  # CUPTI's own flush period; 0: none
     cupti_latency: bool  # kernels' launch times in CUPTI's records
-    marker: str  # what marks a step window's edge for CUPTI: "kernel" (an empty one) or "copy" (a tiny one)
+    marker: str  # what marks a step window's edge for CUPTI: "copy" (a tiny one) or "kernel" (an empty one)
     cupti_queues: str  # "thread": a queue of CUPTI's buffers a launching thread (CUPTI's default); "process": one
     stall_s: float  # pinprof profile: seconds without a batch, the loop's thread blocked, before saying so; 0: never
     tune: str  # PINPROF_TUNE: a trial's changes, JSON ("" outside pinprof tune)
@@ -152,11 +152,11 @@ def _latency(env: Mapping[str, str]) -> bool:
 
 
 def _marker(env: Mapping[str, str]) -> str:
-    text = env.get("PINPROF_MARKER", "").strip().lower() or "kernel"
+    text = env.get("PINPROF_MARKER", "").strip().lower() or "copy"
     if text not in ("kernel", "copy"):
         from profiler.errors import UsageError
 
-        raise UsageError(f"$PINPROF_MARKER={text!r}: give kernel (the default) or copy")
+        raise UsageError(f"$PINPROF_MARKER={text!r}: give copy (the default) or kernel")
     return text
 
 

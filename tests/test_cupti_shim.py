@@ -89,6 +89,9 @@ def test_the_flush_period_is_read_from_the_environment_and_a_bad_value_is_named(
     assert load({"PINPROF_CUPTI_LATENCY": "1"}).cupti_latency
     with pytest.raises(UsageError, match=r"PINPROF_CUPTI_LATENCY='on'.*give 1"):
         load({"PINPROF_CUPTI_LATENCY": "on"})
+    assert load({}).marker == "copy" and load({"PINPROF_MARKER": " Kernel "}).marker == "kernel"
+    with pytest.raises(UsageError, match=r"PINPROF_MARKER='event'.*give copy"):
+        load({"PINPROF_MARKER": "event"})
     for bad in ("-5", "half", "1.5"):
         with pytest.raises(UsageError, match=rf"PINPROF_CUPTI_FLUSH_MS='{re.escape(bad)}'"):
             load({"PINPROF_CUPTI_FLUSH_MS": bad})

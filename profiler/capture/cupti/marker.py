@@ -8,10 +8,12 @@ they cost about 0.5 us a launch. CUPTI also numbers every CUDA API call as it be
 in two H200 recordings, backward's from autograd's thread included (``scripts/corr_windows.py``).
 
 So at each moment that can end a step window (a loader's ``next()``, an optimizer step that closes
-rows, a ``compute()`` block's entry and exit), pinprof launches an empty kernel of 1 to ``SIZES``
-threads (``PINPROF_MARKER=kernel``, the default) or copies 1 to ``SIZES`` bytes from a pinned buffer
-to the device (``copy``), on a stream of its own (``Marker.mark``), and notes the host time just after
-the call. Its CUPTI record carries the call's correlation id: a kernel numbered after marker m and
+rows, a ``compute()`` block's entry and exit), pinprof copies 1 to ``SIZES`` bytes from a pinned
+buffer to the device (``PINPROF_MARKER=copy``, the default) or launches an empty kernel of 1 to
+``SIZES`` threads (``kernel``), on a stream of its own (``Marker.mark``), and notes the host time just
+after the call. On an H100 with CUPTI's records on, a copy cost the loop's thread 2.6 us, a kernel
+4.7, a CUDA event recorded 1.3 (``scripts/bench_marker_cost.py``, 2026-12-05). Its CUPTI record
+carries the call's correlation id: a kernel numbered after marker m and
 before marker m+1 was launched between their host times. ``Records`` turns each window's host edges
 into those of the latest marker at or before them (``Records.snap``), and a kernel's launch into its
 marker's time plus 1 ns, so a kernel falls in the window it would by its launch time wherever the
@@ -144,10 +146,10 @@ class _Copy:
 class Marker:
     """The markers and their host times. ``issued`` (host ns, sequence) is appended by the loop's
     thread and consumed, in order, by ``Records`` on the recorder's thread (a deque: both ends are
-    atomic). ``kind``: ``kernel``, an empty kernel of 1..``SIZES`` threads (its record's ``block_x``),
-    or ``copy``, 1..``SIZES`` bytes copied (its record's ``bytes``)."""
+    atomic). ``kind``: ``copy``, 1..``SIZES`` bytes copied (its record's ``bytes``), or ``kernel``, an
+    empty kernel of 1..``SIZES`` threads (its record's ``block_x``)."""
 
-    def __init__(self, lib: Lib, device: torch.device, kind: str = "kernel") -> None:
+    def __init__(self, lib: Lib, device: torch.device, kind: str = "copy") -> None:
         rt = runtime()
         if rt is None:
             raise MarkerError("no shared libcudart to issue markers with")
