@@ -47,6 +47,7 @@ from profiler.capture.cupti.lib import (
     Lib,
 )
 from profiler.capture.cupti.marker import Marker, MarkerError
+from profiler.capture.cupti.marker_table import MarkerTable
 from profiler.capture.cupti.shim import Shim
 from profiler.capture.store import Store
 from profiler.settings import current
@@ -75,15 +76,17 @@ class Pending:
     end_ns: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Done:
     """A batch already written, kept ``HISTORY_NS`` for records that come late: its step's windows and
-    the copy calls (with the records still missing) that found no record."""
+    the copy calls (with the records still missing) that found no record. Tuples, not lists: a loop
+    of short batches keeps tens of thousands, which Python's collector walks at every full collection,
+    and a tuple of numbers drops out of its walk where a list stays in it."""
 
     store: Store
     row: int
-    windows: list[tuple[int, int]]
-    missing: list[Call]
+    windows: tuple[tuple[int, int], ...]
+    missing: tuple[Call, ...]
     end_ns: int
     reach_ns: int = 0  # the latest end of this batch and of every batch written before it
 
@@ -259,8 +262,7 @@ class Records:
         self.marked = False
         self.marker_stream = -1
         self.issued: deque[tuple[int, int]] = deque()
-        self._mk_corr = np.empty(0, dtype=np.int64)
-        self._mk_host = np.empty(0, dtype=np.int64)
+        self._marks = MarkerTable()
 
     # -- markers ------------------------------------------------------------------------------------
     def _take_markers(self, corr: np.ndarray, nbytes: np.ndarray) -> None:
@@ -276,8 +278,7 @@ class Records:
             for _ in head:
                 issued.popleft()
             self.stats.markers += len(head)
-            self._mk_corr = np.concatenate((self._mk_corr, corr))
-            self._mk_host = np.concatenate((self._mk_host, np.array([h for h, _ in head], dtype=np.int64)))
+            self._marks.add(corr, np.array([h for h, _ in head], dtype=np.int64))
             return
         got_c: list[int] = []
         got_h: list[int] = []
@@ -291,35 +292,45 @@ class Records:
                 self.stats.markers_lost += 1
         if got_c:
             self.stats.markers += len(got_c)
-            self._mk_corr = np.concatenate((self._mk_corr, np.array(got_c, dtype=np.int64)))
-            self._mk_host = np.concatenate((self._mk_host, np.array(got_h, dtype=np.int64)))
+            self._marks.add(np.array(got_c, dtype=np.int64), np.array(got_h, dtype=np.int64))
 
     def _launches(self, corr: np.ndarray) -> np.ndarray:
         """Each kernel's launch time as its markers bound it: the host time of the latest marker
         numbered before it, plus 1 ns; 0 (unknown) where no matched marker is numbered after it yet,
         or none before it."""
-        mc = self._mk_corr
+        mc = self._marks.corr
         if not len(mc):
             return np.zeros(len(corr), dtype=np.int64)
         i = np.searchsorted(mc, corr)
         known = (i > 0) & (i < len(mc))
-        return np.where(known, self._mk_host[np.clip(i - 1, 0, None)] + 1, 0).astype(np.int64)
+        return np.where(known, self._marks.host[np.clip(i - 1, 0, None)] + 1, 0).astype(np.int64)
 
     def snap(self, t: np.ndarray) -> np.ndarray:
         """Host times (ns) onto the latest matched marker at or before each (unchanged before the
         first): a window between two snapped edges holds the kernels numbered between their markers."""
-        mh = self._mk_host
+        mh = self._marks.host
         if not len(mh):
             return t
         j = np.searchsorted(mh, t, side="right") - 1
         return np.where(j >= 0, mh[np.clip(j, 0, None)], t)
+
+    def _copy_bounds(self, mem_corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``attribute.issue_bounds`` of copy records by the markers around them: only the markers from
+        the one before the lowest-numbered copy to the one after the highest (all of them made each
+        buffer cost the whole history kept)."""
+        mc, mh = self._marks.corr, self._marks.host
+        if not len(mem_corr) or not len(mc):
+            return attribute.issue_bounds(mem_corr, mc, mh)
+        a = max(int(np.searchsorted(mc, mem_corr.min())) - 1, 0)
+        b = int(np.searchsorted(mc, mem_corr.max())) + 1
+        return attribute.issue_bounds(mem_corr, mc[a:b], mh[a:b])
 
     def _marked_by(self, end_ns: int) -> bool:
         """Whether the marker at or after ``end_ns`` (a batch's end) has been matched, if one was
         issued: the batch's kernels are all numbered before it then."""
         if not self.marked:
             return True
-        if len(self._mk_host) and int(self._mk_host[-1]) >= end_ns:
+        if len(self._marks) and int(self._marks.host[-1]) >= end_ns:
             return True
         try:
             return self.issued[-1][0] < end_ns  # none issued since: none to wait for
@@ -435,7 +446,7 @@ class Records:
             d.store.add_cupti(d.row, h2d=h2d, src=src, comp=None)
             self.stats.unmatched_calls -= len(ks)
             self._with_missing -= 1  # a batch in flat had calls missing
-            d.missing = []  # what is left of its calls can no longer be told apart: none kept
+            d.missing = ()  # what is left of its calls can no longer be told apart: none kept
         self.stats.late_added += int(used.sum())
         out = np.zeros(len(late), dtype=bool)
         out[back[used]] = True
@@ -470,7 +481,7 @@ class Records:
             if unknown.any():
                 ker["queued"] = np.where(unknown, self._launches(ker["correlation"]), ker["queued"])
             # a copy's issue is bracketed by the markers around it, whose host times are exact
-            lo, hi = attribute.issue_bounds(mem["correlation"], self._mk_corr, self._mk_host)
+            lo, hi = self._copy_bounds(mem["correlation"])
         else:
             korder = np.argsort(ker["correlation"], kind="stable")
             lo, hi = attribute.issue_bounds(mem["correlation"], ker["correlation"][korder], ker["queued"][korder])
@@ -517,7 +528,7 @@ class Records:
         floors = self._floors
         for i, p in enumerate(ready):
             self._reach = max(self._reach, p.end_ns)
-            d = Done(p.store, p.row, p.windows, missing.get(i, []), p.end_ns, self._reach)
+            d = Done(p.store, p.row, tuple(p.windows), tuple(missing.get(i, ())), p.end_ns, self._reach)
             done.append(d)
             self._with_missing += bool(d.missing)
             if p.windows:
@@ -532,13 +543,13 @@ class Records:
                 floors.popleft()
         q = ker["queued"]
         keep = (q > horizon) | (q == 0) & (ker["start"] > horizon)
-        if self.marked and len(self._mk_corr):
+        marks = self._marks
+        if self.marked and len(marks):
             # not placed yet (numbered after the latest matched marker): kept, within the history
-            keep |= (q == 0) & (ker["correlation"] > self._mk_corr[-1]) & (ker["start"] > horizon - HISTORY_NS)
-            # markers: from the latest one before the history kept (windows of kept batches snap to it)
-            cut = int(np.searchsorted(self._mk_host, horizon - HISTORY_NS)) - 1
-            if cut > 0:
-                self._mk_corr, self._mk_host = self._mk_corr[cut:], self._mk_host[cut:]
+            keep |= (q == 0) & (ker["correlation"] > marks.corr[-1]) & (ker["start"] > horizon - HISTORY_NS)
+            # markers: from the latest one before the oldest kept batch's first window (its edges snap to it)
+            oldest = floors[0][0] if floors else horizon - HISTORY_NS
+            marks.drop(int(np.searchsorted(marks.host, oldest)) - 1)
         self._ker = layout.take(ker, keep)
 
 
