@@ -29,6 +29,8 @@ def main() -> None:
     lengths = rec["buffer_lengths"][:n]
     taken = meta["clocks"][n - 1]["host_ns"]
     meta = {**meta, "clocks": meta["clocks"][:n], "batches": [b for b in meta["batches"] if b["end_ns"] < taken]}
+    if meta.get("markers"):  # markers issued before then (those after could not be in the buffers kept)
+        meta["markers"] = [m for m in meta["markers"] if m[0] < taken]
     np.savez_compressed(
         args.out,
         buffer_bytes=rec["buffer_bytes"][: int(lengths.sum())],

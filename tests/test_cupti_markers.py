@@ -188,3 +188,25 @@ def test_kernels_delivered_before_their_markers_are_placed_when_the_batch_is_att
     assert cols["comp_kernels"][0] == 2
     assert cols["comp_gsum"][0] == pytest.approx(0.3)
     assert stats.markers == 2 and stats.copies == 0  # markers are no batch's copies
+
+
+def test_an_h100_recording_with_copy_markers_gives_every_step_its_kernels() -> None:
+    """``tests/data/h100_markers``: the short step under ``pinprof profile`` on an H100, kernels placed
+    by copy markers (no launch times), its first four buffers. Every marker record is matched to its
+    host time, every copy call to its record, and every row after the first holds the step's 107
+    kernels, forward and backward (backward's from autograd's own buffers), within 3% of one time."""
+    buffers, meta = cupti_replay.load(DATA / "h100_markers" / "recording.npz")
+    assert meta["marker_stream"] is not None and meta["gpu_clock"]["kernels_placed_by"] == "markers"
+    store, stats, batches, last = cupti_replay.replay_live(buffers, meta)
+    assert stats.markers > 250 and stats.markers_lost == 0
+    cols = store.columns()
+    covered = [b["row"] for b in batches if b["windows"] and b["windows"][-1][1] < min(last)]
+    assert len(covered) > 60 and covered[0] == 0
+    assert not np.isnan(cols["h2d_gsum"][covered]).any()
+    steps = covered[1:]  # the first step also sets up what the later ones reuse
+    assert set(cols["comp_kernels"][steps].tolist()) == {107}
+    comp = cols["comp_gsum"][steps]
+    assert comp.max() < 1.03 * np.median(comp) and comp.min() > 0.97 * np.median(comp), (comp.min(), comp.max())
+    # cut off with its buffers, a later row misses autograd's: fewer kernels, never more
+    later = [b["row"] for b in batches if b["row"] not in covered]
+    assert later and cols["comp_kernels"][later].max() <= 107

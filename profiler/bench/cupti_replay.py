@@ -23,7 +23,7 @@ import numpy as np
 
 from profiler.capture.cupti import layout
 from profiler.capture.cupti.marker import SIZES as MARKER_SIZES
-from profiler.capture.cupti.recorder import Pending, Records, Stats
+from profiler.capture.cupti.recorder import LAG_NS, Pending, Records, Stats
 from profiler.capture.store import TEMPLATE, Store
 
 
@@ -99,7 +99,8 @@ def replay_live(buffers: list[bytes], meta: dict[str, Any]) -> tuple[Store, Stat
     """A recording of one loop (``load``) through ``Records`` in the order the recorder met it: each batch
     handed over once it ended, before the first buffer taken after that; every buffer attributed as it
     came. Returns the rows, the recorder's counts, the recorded batches, and each buffer's last launch
-    (host ns; rows whose step ended before the earliest have every record of the recording)."""
+    (host ns; rows whose step ended before the earliest have every record of the recording; without
+    launch times, the last kernel's start less ``LAG_NS``)."""
     sizes = {int(k): v for k, v in meta["sizes"].items()}
     stats = Stats()
     records = Records(stats)
@@ -119,9 +120,11 @@ def replay_live(buffers: list[bytes], meta: dict[str, Any]) -> tuple[Store, Stat
             given += 1
         p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
         parsed = layout.parse(raw, dict(sizes))
-        queued = parsed[layout.KIND_CONCURRENT_KERNEL]["queued"]
-        if len(queued):
-            taken.append(p + round((int(queued.max()) - c) / rate))
+        ker = parsed[layout.KIND_CONCURRENT_KERNEL]
+        if len(ker["queued"]) and ker["queued"].max() > 0:
+            taken.append(p + round((int(ker["queued"].max()) - c) / rate))
+        elif len(ker["start"]):  # no launch times (markers): the last start, less the lag a launch may have
+            taken.append(p + round((int(ker["start"].max()) - c) / rate) - LAG_NS)
         records.take(parsed, functools.partial(to_host, p=p, c=c, rate=rate))
         records.process(force=False)
     records.issued.extend((int(h), int(n)) for h, n in markers[issued:])
