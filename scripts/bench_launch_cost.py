@@ -7,9 +7,10 @@ per kernel record in the driver weighs on it far more than on resnet50's. This t
 step, ``--steps`` steps after ``--warm``, with CUPTI's records:
 
 - ``off``: none;
-- ``records``: MEMCPY and CONCURRENT_KERNEL records, as pinprof enables them, no launch times;
+- ``records``: MEMCPY and CONCURRENT_KERNEL records, as pinprof enables them by default (no launch
+  times: markers place the kernels, ``profiler.capture.cupti.marker``);
 - ``latency``: the same and the kernels' launch times (``cuptiActivityEnableLatencyTimestamps``), as
-  pinprof's default does (``PINPROF_CUPTI_LATENCY``).
+  ``PINPROF_CUPTI_LATENCY=1`` asks.
 
 The records are enabled before CUDA starts (as ``pinprof profile`` does) through pinprof's own C
 buffer callbacks; a thread gives each completed buffer back unread every 0.1 s, so this is CUPTI's and

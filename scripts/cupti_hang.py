@@ -28,7 +28,8 @@ block in each run with kernels' launch times on, also under ``PINPROF_CUPTI_FLUS
 it ran to its end, as did ``as-is`` and ``early`` (records handed over between blocks). The stacks
 (``scripts/gpu_check.sh``'s step ``cupti-hang``, every thread through ``eu-stack``): a kernel launch
 waiting to write-lock a driver lock, a thread of CUPTI's waiting to read-lock (once ``cuMemHostAlloc``
-waiting to write-lock too).
+waiting to write-lock too). Since ``b275a37`` the launch times are off unless
+``PINPROF_CUPTI_LATENCY=1`` asks for them (markers place the kernels instead).
 
     python scripts/cupti_hang.py VARIANT -- [bench_profile_overhead.py arguments]
 """

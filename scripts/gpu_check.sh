@@ -150,16 +150,17 @@ log="$OUT/gpu_check.log"
       # process (the default clock), then the library's blocks against bare ones, one process per clock.
       process-resident) timeout 300 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
                        --keep "$OUT/process-resident" -- python3 scripts/resident_loop.py --steps 1500 --warm 100 ;;
-      # Where process-resident's excess goes: the same rounds with one part of pinprof's run taken
-      # away each time: CUPTI's kernel launch times (PINPROF_CUPTI_LATENCY=0), the journal's appends
-      # during the run (PINPROF_FLUSH_S=1000: written at the end only), CUPTI altogether (events);
-      # the default first, in the same call, to compare against.
-      resident-ablate) for v in PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_FLUSH_S=1000 PINPROF_BACKEND=events; do
+      # Where process-resident's excess goes: the same rounds with one part of pinprof's run changed
+      # each time: kernels placed by CUPTI's launch times instead of markers (PINPROF_CUPTI_LATENCY=1),
+      # the journal's appends during the run (PINPROF_FLUSH_S=1000: written at the end only), CUPTI
+      # altogether (events); the default first, in the same call, to compare against.
+      resident-ablate) for v in PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=1 PINPROF_FLUSH_S=1000 PINPROF_BACKEND=events; do
                          echo "--- $v"; env $v timeout 100 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
                            --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 2; done ;;
-      # The same for the short step, whose host launches set its pace: what CUPTI's kernel records and
-      # their launch times cost each launch. A round (two processes) took 37 s on an H100 (2026-12-05).
-      short-ablate) for v in ${SHORT_VARIANTS:-PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=0 PINPROF_BACKEND=events}; do
+      # The same for the short step, whose host launches set its pace: what CUPTI's kernel records cost
+      # each launch, with markers (the default) or launch times (PINPROF_CUPTI_LATENCY=1, which can
+      # deadlock: see cupti-hang). A round (two processes) took 37 s on an H100 (2026-12-05).
+      short-ablate) for v in ${SHORT_VARIANTS:-PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=1 PINPROF_BACKEND=events}; do
                       echo "--- $v"; env $v timeout $(( 40 + 40 * ${PROCESS_ROUNDS:-4} )) python3 scripts/bench_process_overhead.py \
                         --rounds ${PROCESS_ROUNDS:-4} --timeout 90 -- python3 scripts/resnet_train.py --model small --image-size 96 --batch-size 128 \
                         --steps 600 --warm 100 | tail -n 2; done ;;
@@ -191,7 +192,8 @@ log="$OUT/gpu_check.log"
       # carried as .dbg/*.whl) and each thread's kernel wait channel are printed, then it is killed.
       # HANG_ARGS: more of the bench's arguments (--handover none: the records on throughout, which
       # hung on an H100 in every run with kernels' launch times on, 2026-12-05: HANG_VARIANTS=early
-      # HANG_ARGS="--handover none" HANG_ROUNDS=10; with HANG_ENVS=PINPROF_CUPTI_LATENCY=0 none hung).
+      # HANG_ARGS="--handover none" HANG_ROUNDS=10; with HANG_ENVS=PINPROF_CUPTI_LATENCY=0 none hung;
+      # launch times are no longer the default: HANG_ENVS=PINPROF_CUPTI_LATENCY=1 asks for them).
       cupti-hang) if ls .dbg/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl; fi
                   for d in .dbg/*.deb; do [ -f "$d" ] && dpkg -x "$d" /tmp/eu; done
                   # HANG_ENVS: one environment setting a run, each variant under each ("-": none)
