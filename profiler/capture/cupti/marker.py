@@ -162,7 +162,7 @@ class Marker:
         self.kind = kind
         self.stream_id = _stream_id(lib, self._handle)
         self.issued: deque[tuple[int, int]] = deque()
-        self.last_ns = 0  # host ns of the latest marker issued
+        self.last = (0, 0)  # the latest marker issued: host ns, sequence
         self.count = 0
         self.failure: str | None = None
 
@@ -178,6 +178,6 @@ class Marker:
             return ms
         self.count += 1
         ns = round(ms * 1e6)  # as Records reads an edge given in ms (recorder._ns): the two agree to the ns
-        self.last_ns = ns
-        self.issued.append((ns, n))
+        self.last = (ns, n)
+        self.issued.append(self.last)
         return ms
