@@ -12,24 +12,21 @@ rows, a ``compute()`` block's entry and exit), pinprof copies 1 to ``SIZES`` byt
 buffer to the device (``PINPROF_MARKER=copy``, the default) or launches an empty kernel of 1 to
 ``SIZES`` threads (``kernel``), on a stream of its own (``Marker.mark``), and notes the host time just
 after the call. On an H100 with CUPTI's records on, a copy cost the loop's thread 2.6 us, a kernel
-4.7, a CUDA event recorded 1.3 (``scripts/bench_marker_cost.py``, 2026-12-05). Its CUPTI record
-carries the call's correlation id: a kernel numbered after marker m and
-before marker m+1 was launched between their host times. ``Records`` turns each window's host edges
-into those of the latest marker at or before them (``Records.snap``), and a kernel's launch into its
-marker's time plus 1 ns, so a kernel falls in the window it would by its launch time wherever the
-window's edges are markers' times; an edge between two markers takes the kernels launched between the
-earlier one and it into the later window.
+4.7, a CUDA event recorded 1.3 (``scripts/bench_marker_cost.py``, 2026-12-05). The marker's CUPTI
+record carries the call's correlation id: a kernel numbered after marker m and before marker m+1 was
+launched between their host times. ``Records`` turns each window's host edges into those of the
+latest marker at or before them (``Records.snap``), and a kernel's launch into its marker's time plus
+1 ns, so a kernel falls in the window it would by its launch time wherever the window's edges are
+markers' times; an edge between two markers takes the kernels launched between the earlier one and
+it into the later window.
 
 The markers go on a non-blocking stream that nothing waits on, so the user's streams are not ordered
 by them; their records are told apart by that stream's CUPTI id, and the size of each (threads or
 bytes: 1, 2, ..., ``SIZES``, 1, ...) matches records to the host times in order even where CUPTI drops
-one. The stream
-is created for the markers alone (``cudaStreamCreateWithFlags``), not taken from torch's pool:
-``torch.cuda.Stream()`` hands out 32 pooled streams in turn, so a loop that makes a side stream each
-epoch got the markers' own, and its copies were read as markers (an H100, 2026-12-05: the 64 KiB
-``non_blocking`` case of ``tests/test_gpu_cupti.py``, which makes one a round).
-
-What a marker costs the loop's thread: ``scripts/bench_marker_cost.py``.
+one. The stream is created for the markers alone (``cudaStreamCreateWithFlags``), not taken from
+torch's pool: ``torch.cuda.Stream()`` hands out 32 pooled streams in turn, so a loop that makes a side
+stream each epoch got the markers' own, and its copies were read as markers (an H100, 2026-12-05: the
+64 KiB ``non_blocking`` case of ``tests/test_gpu_cupti.py``, which makes one a round).
 """
 
 from __future__ import annotations
