@@ -248,6 +248,34 @@ def test_hooks_are_removed_when_profiling_ends() -> None:
     assert len(session.close()) == 5
 
 
+def test_a_sigterm_inside_the_hooks_own_code_stops_the_program() -> None:
+    """SIGTERM lands while pinprof's hook runs its own guarded code (after the loader's ``next()``):
+    it ends the loop as Terminated, and is not taken for pinprof's own error (which stops the
+    profiling and lets the program go on: a SIGTERM so lost left ``pinprof profile`` running)."""
+    import signal
+
+    from profiler.report.signals import Terminated, install_sigterm, restore_sigterm
+
+    session = AutoSession("cpu")
+    arrived = session.arrived
+
+    def arrived_then_signal(*args: object) -> None:
+        arrived(*args)  # type: ignore[arg-type]
+        signal.raise_signal(signal.SIGTERM)  # its handler raises here, inside the hook's guard
+
+    session.arrived = arrived_then_signal  # type: ignore[method-assign]
+    previous = install_sigterm()
+    auto_hooks.start(session)
+    try:
+        with pytest.raises(Terminated):
+            _loop(3)
+    finally:
+        auto_hooks.stop()
+        restore_sigterm(previous)
+        session.close()
+    assert auto_hooks.failure is None
+
+
 def test_a_lazy_module_moves_while_the_hooks_are_on() -> None:
     session = AutoSession("cpu")
     auto_hooks.start(session)
