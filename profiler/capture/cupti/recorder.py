@@ -128,13 +128,21 @@ def _copies(mem: dict[str, list[int]], ks: list[int]) -> tuple[tuple[float, floa
     end, summed time) in ms, and the memory kind they read, ``mixed`` where they differ. Lists, not
     numpy: a batch has a few copies, where numpy's calls cost more than the arithmetic."""
     start, end, src = mem["start"], mem["end"], mem["src_kind"]
-    kinds = {layout.MEMORY_KINDS.get(src[k], f"kind{src[k]}") for k in ks}
+    if len(ks) == 1:  # a batch of one tensor: no generators (the recorder's thread holds the loop's lock)
+        k = ks[0]
+        return (start[k] / 1e6, end[k] / 1e6, (end[k] - start[k]) / 1e6), _kind(src[k])
+    kinds = {_kind(src[k]) for k in ks}
     times = (
         min(start[k] for k in ks) / 1e6,
         max(end[k] for k in ks) / 1e6,
         sum(end[k] - start[k] for k in ks) / 1e6,
     )
     return times, kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _kind(code: int) -> str:
+    """CUPTI's memory kind by name (the number where pinprof has none for it)."""
+    return layout.MEMORY_KINDS.get(code) or f"kind{code}"
 
 
 def _lists(mem: dict[str, np.ndarray]) -> dict[str, list[int]]:
@@ -494,7 +502,7 @@ class Records:
         h2d: dict[int, list[int]] = {}
         missing: dict[int, list[Call]] = {}
         for (s, e, expects, i), got in zip(flat, matched):
-            lost = tuple(x for x, k in zip(expects, got) if k < 0)
+            lost = tuple(x for x, k in zip(expects, got) if k < 0) if -1 in got else ()
             for k in got:
                 if k >= 0:
                     h2d.setdefault(i, []).append(k)
@@ -534,7 +542,7 @@ class Records:
             done.append(d)
             self._with_missing += bool(d.missing)
             if p.windows:
-                start = min(s for s, _ in p.windows)
+                start = min(p.windows)[0]  # the earliest start (tuples compare their start first)
                 while floors and floors[-1][0] >= start:
                     floors.pop()
                 floors.append((start, d))
