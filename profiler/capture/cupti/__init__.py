@@ -4,6 +4,9 @@
   the CUDA runtime's), the few functions pinprof calls, and why it cannot be used when it cannot;
 - ``layout``: the records' binary layout, and raw activity buffers parsed into numpy columns;
 - ``attribute``: records to batches (a copy by its call, a kernel by the host time of its launch);
+- ``marker``: a tiny copy (or an empty kernel) on pinprof's own stream at each step window's edge,
+  whose correlation id bounds the kernels launched before and after it (in place of launch times);
+- ``marker_table``: the markers matched to their records, appended and dropped without copying all;
 - ``recorder``: the process's one CUPTI client: buffers, the clock offset, rows waiting for records,
   the handover to torch.profiler.
 
