@@ -263,7 +263,7 @@ def test_a_sigterm_inside_the_hooks_own_code_stops_the_program() -> None:
         arrived(*args)  # type: ignore[arg-type]
         signal.raise_signal(signal.SIGTERM)  # its handler raises here, inside the hook's guard
 
-    session.arrived = arrived_then_signal  # type: ignore[method-assign]
+    session.arrived = arrived_then_signal  # type: ignore[method-assign,assignment]
     previous = install_sigterm()
     auto_hooks.start(session)
     try:
