@@ -56,9 +56,7 @@ def main() -> None:
             for m in edges if marked else ():
                 n = 1 + seq % 251
                 seq += 1
-                mark = bytearray(cr.memcpy_record(m + 100, m + 200, n, 2, corr))
-                mark[40:44] = STREAM.to_bytes(4, "little")
-                raw += mark
+                raw += cr.memcpy_record(m + 100, m + 200, n, 2, corr, stream=STREAM)
                 corr += 1
                 records.issued.append((m, n))
             records.incoming.append(Pending(store, row, [(t_ns, t_ns + 5000, ((1024,),))], [edges], t_ns + 25_000))

@@ -177,11 +177,9 @@ def test_kernels_delivered_before_their_markers_are_placed_when_the_batch_is_att
     r.process(force=False)
     assert store.first_waiting() == 0  # its end marker not matched yet: it waits
     marker = cupti_replay.memcpy_record
-    main = bytearray(marker(1_000_500, 1_000_600, 1, 2, 20))
-    main[40:44] = (3).to_bytes(4, "little")
-    end = bytearray(marker(2_000_500, 2_000_600, 2, 2, 30))
-    end[40:44] = (3).to_bytes(4, "little")
-    r.take(layout.parse(bytes(main) + bytes(end), dict(sizes)), ident)
+    main = marker(1_000_500, 1_000_600, 1, 2, 20, stream=3)
+    end = marker(2_000_500, 2_000_600, 2, 2, 30, stream=3)
+    r.take(layout.parse(main + end, dict(sizes)), ident)
     r.process(force=False)
     cols = store.columns()
     assert store.first_waiting() is None

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler.bench import corr_order
 from profiler.capture.cupti import layout
 from profiler.capture.cupti.marker import SIZES as MARKER_SIZES
 from profiler.capture.cupti.recorder import LAG_NS, Pending, Records, Stats
@@ -74,13 +75,13 @@ def kernel_record(start: int, end: int, queued: int, corr: int, stream: int = 7,
     return bytes(b)
 
 
-def memcpy_record(start: int, end: int, nbytes: int, src: int, corr: int, copy_kind: int = 1) -> bytes:
+def memcpy_record(start: int, end: int, nbytes: int, src: int, corr: int, copy_kind: int = 1, stream: int = 7) -> bytes:
     """A made-up copy record: ``nbytes`` from memory kind ``src`` (``layout.MEMORY_KINDS``), a
-    host-to-device copy unless ``copy_kind`` says otherwise, stream 7."""
+    host-to-device copy unless ``copy_kind`` says otherwise, on ``stream``."""
     b = bytearray(SIZES[layout.KIND_MEMCPY])
     struct.pack_into("<IBBB", b, 0, layout.KIND_MEMCPY, copy_kind, src, 3)
     struct.pack_into("<QQQ", b, 8, nbytes, start, end)
-    struct.pack_into("<II", b, 40, 7, corr)
+    struct.pack_into("<II", b, 40, stream, corr)
     return bytes(b)
 
 
@@ -149,15 +150,13 @@ def with_markers(
     then), in the first buffer handed back after it. Kernels launched at an edge count as before it;
     those of unknown launch time are left where they are."""
     sizes = {int(k): v for k, v in meta["sizes"].items()}
-    queued, corr = kernel_launches(buffers, meta)
-    by_time = np.argsort(queued, kind="stable")
-    q, top = queued[by_time], np.maximum.accumulate(corr[by_time])
     edges = sorted(set(int(e) for e in edges_ns))
+    # the id just above every kernel launched by each edge, plus a half (-0.5 before any)
+    above = corr_order.markers(*kernel_launches(buffers, meta), np.array(edges, dtype=float))
     marks: list[tuple[int, int, int]] = []  # host ns, correlation id, bytes
     taken: dict[int, int] = {}
-    for n, t in enumerate(edges):
-        i = int(np.searchsorted(q, t, side="right"))
-        base = int(top[i - 1]) * _SPREAD if i else 0
+    for n, (t, a) in enumerate(zip(edges, above.tolist())):
+        base = round(a - 0.5) * _SPREAD if a > 0 else 0
         k = taken.get(base, 0) + 1  # several edges with no launch between: numbered in turn
         if k >= _SPREAD:
             raise ValueError(f"more than {_SPREAD - 1} edges between two launches at {t}")
@@ -184,9 +183,7 @@ def with_markers(
             if kind == "kernel":
                 b += kernel_record(at, at + 1000, 0, cid, stream=MARKER_STREAM, block_x=nbytes)
             else:
-                rec = bytearray(memcpy_record(at, at + 1000, nbytes, 2, cid))
-                struct.pack_into("<I", rec, 40, MARKER_STREAM)
-                b += rec
+                b += memcpy_record(at, at + 1000, nbytes, 2, cid, stream=MARKER_STREAM)
             m += 1
         out.append(bytes(b))
     new = dict(meta)

@@ -59,7 +59,7 @@ class CpuWork(HostPhase):
 class Compute(HostPhase):
     """``with prof.compute():`` host clock, NVTX, and CUDA events on the stream the work runs on."""
 
-    __slots__ = ("prof", "stream")
+    __slots__ = ("cupti", "prof", "stream")
     _S, _SUM, _E = "comp_s", "comp_sum", "comp_e"
 
     def __init__(self, prof: TransferProfiler, rec: dict[str, Any]) -> None:
@@ -67,9 +67,9 @@ class Compute(HostPhase):
 
     def __enter__(self) -> None:
         prof, rec = self.prof, self.rec
-        cupti = prof.cuda and prof._cupti_row(rec)
         # CUPTI: the kernels launched in here are the step, bounded by markers where they place them;
-        # a marker's call is pinprof's own time (pinprof_ms)
+        # a marker's call is pinprof's own time (pinprof_ms). Read once: the exit marks as the entry did.
+        cupti = self.cupti = prof.cuda and prof._cupti_row(rec)
         start = self.start = now_ms()
         if cupti and (mark := edge_ms(prof.device)) is not None:
             rec["own_sum"] += mark - start
@@ -88,7 +88,7 @@ class Compute(HostPhase):
         prof, rec = self.prof, self.rec
         prof.nvtx.pop()
         end = now_ms()
-        if prof.cuda and "_comp_start" not in rec and prof._cupti_row(rec) and (mark := edge_ms(prof.device)):
+        if self.cupti and (mark := edge_ms(prof.device)) is not None:
             rec["own_sum"] += mark - end
             end = mark
         if prof.cuda and "_comp_start" in rec:

@@ -49,12 +49,17 @@ class MarkerError(RuntimeError):
     """Markers cannot be issued here (no shared libcudart, no CUPTI stream id)."""
 
 
-def _stream_id(lib: Lib, stream: int) -> int:
-    """CUPTI's id of ``stream`` (the ``streamId`` of its records)."""
+def _libcuda() -> ctypes.CDLL:
+    """The CUDA driver library (already mapped by torch: loading it again only finds it)."""
     try:
-        cuda = ctypes.CDLL("libcuda.so.1")
+        return ctypes.CDLL("libcuda.so.1")
     except OSError as err:
         raise MarkerError(f"libcuda: {err}") from None
+
+
+def _stream_id(lib: Lib, stream: int) -> int:
+    """CUPTI's id of ``stream`` (the ``streamId`` of its records)."""
+    cuda = _libcuda()
     ctx = ctypes.c_void_p()
     code = cuda.cuStreamGetCtx(ctypes.c_void_p(stream), ctypes.byref(ctx))
     if code != 0:
@@ -106,10 +111,7 @@ class _Kernel:
     """``pinprof_marker<<<1, n, 0, stream>>>()`` through the driver API."""
 
     def __init__(self, stream: int) -> None:
-        try:
-            cuda = ctypes.CDLL("libcuda.so.1")
-        except OSError as err:
-            raise MarkerError(f"libcuda: {err}") from None
+        cuda = _libcuda()
         module, fn = ctypes.c_void_p(), ctypes.c_void_p()
         code = cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX))
         if code == 0:
