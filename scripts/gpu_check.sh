@@ -68,6 +68,8 @@ log="$OUT/gpu_check.log"
       cupti) timeout 400 python3 -m pytest -m gpu -v -s -p no:cacheprovider --timeout=${GPU_TEST_LIMIT:-240} \
                tests/test_gpu_cupti.py ;;
       backends) timeout 300 python3 scripts/bench_overhead.py --backends --backend-rounds ${BACKEND_ROUNDS:-4} ;;
+      # The library's CUPTI recorder cost split in one process: its markers, its recorder thread's reading.
+      recorder-parts) timeout 240 python3 scripts/bench_recorder_parts.py --rounds ${PARTS_ROUNDS:-9} ;;
       # What one CUPTI marker costs the loop's thread (kernel, copy), against an event record.
       marker-cost) timeout 120 python3 scripts/bench_marker_cost.py ;;
       # The recorder's cost, this checkout against an older one (BASE_CLOCK on both: events unless
