@@ -55,7 +55,7 @@ def main() -> None:
     rec = backend.start(dev)
     if rec is None:
         sys.exit(f"CUPTI did not start: {backend.describe()}")
-    kernel, copy = Marker(rec.lib, dev, "kernel"), Marker(rec.lib, dev, "copy")
+    kernel, copy = Marker(rec.lib, rec.shim, dev, "kernel"), Marker(rec.lib, rec.shim, dev, "copy")
     ev = torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream()
     torch.randn(64, device=dev).sum()  # the process's first CUDA work, after the records started

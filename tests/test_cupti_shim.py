@@ -222,3 +222,52 @@ def test_torch_profiler_takes_cupti_for_the_rest_of_the_run(monkeypatch: pytest.
     assert info["backend"] == "cupti+events" and info["why"] == backend.HANDED_OVER
     assert backend.take_back() and rec.active and rec.why_not == ""
     assert not backend.take_back()  # nothing handed over now
+
+
+MEMCPY = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p
+)
+_u = ctypes.c_uint
+LAUNCH = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, _u, _u, _u, _u, _u, _u, _u, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
+)
+
+
+def test_a_marker_is_issued_in_c_with_its_arguments_and_timed_after_the_call(tmp_path: Path) -> None:
+    """``pinprof_mark``: a copy marker calls cudaMemcpyAsync's signature with its buffers, the size and
+    host-to-device on its stream; a kernel marker calls cuLaunchKernel's with one block of n threads;
+    the time returned is perf_counter_ns's, read after the call; a failing call returns minus its
+    code; slots run out after eight."""
+    shim = Shim(build(tmp_path / "cache"))
+    calls: list[tuple[object, ...]] = []
+    ended: list[int] = []
+    result = [0]
+
+    def memcpy(dst: int, src: int, n: int, kind: int, stream: int) -> int:
+        calls.append(("copy", dst, src, n, kind, stream))
+        ended.append(time.perf_counter_ns())
+        return result[0]
+
+    def launch(
+        fn: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int, stream: int, p: int, e: int
+    ) -> int:
+        calls.append(("kernel", fn, gx, gy, gz, bx, by, bz, shared, stream, p, e))
+        ended.append(time.perf_counter_ns())
+        return result[0]
+
+    m_fn, l_fn = MEMCPY(memcpy), LAUNCH(launch)
+    copy = shim.marker(False, ctypes.cast(m_fn, ctypes.c_void_p).value or 0, 0x1000, 0x2000, 0x3000)
+    kernel = shim.marker(True, ctypes.cast(l_fn, ctypes.c_void_p).value or 0, 0x4000, 0, 0x5000)
+    got = copy(7)
+    assert calls[-1] == ("copy", 0x1000, 0x2000, 7, 1, 0x3000)
+    assert ended[-1] <= got <= time.perf_counter_ns()
+    got = kernel(200)
+    assert calls[-1] == ("kernel", 0x4000, 1, 1, 1, 200, 1, 1, 0, 0x5000, None, None)
+    assert ended[-1] <= got <= time.perf_counter_ns()
+    result[0] = 700  # cudaErrorIllegalAddress
+    assert copy(3) == -700 and kernel(3) == -700
+    for _ in range(6):  # 2 of 8 slots taken above
+        shim.marker(False, ctypes.cast(m_fn, ctypes.c_void_p).value or 0, 1, 2, 3)
+    with pytest.raises(ShimError, match="no marker slot"):
+        shim.marker(False, ctypes.cast(m_fn, ctypes.c_void_p).value or 0, 1, 2, 3)
+    assert shim.handle.pinprof_mark(8, 1) == -1 and shim.handle.pinprof_mark(-1, 1) == -1

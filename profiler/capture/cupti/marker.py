@@ -11,8 +11,10 @@ So at each moment that can end a step window (a loader's ``next()``, an optimize
 rows, a ``compute()`` block's entry and exit), pinprof copies 1 to ``SIZES`` bytes from a pinned
 buffer to the device (``PINPROF_MARKER=copy``, the default) or launches an empty kernel of 1 to
 ``SIZES`` threads (``kernel``), on a stream of its own (``Marker.mark``), and notes the host time just
-after the call. On an H100 with CUPTI's records on, a copy cost the loop's thread 2.6 us, a kernel
-4.7, a CUDA event recorded 1.3 (``scripts/bench_marker_cost.py``, 2026-12-05). The marker's CUPTI
+after the call. The call and the clock read are made in C (``shim.c``'s ``pinprof_mark``): one ctypes
+call of two ints, and no wait for the GIL between the call's return and the time read. Issued from
+Python through ctypes, on an H100 with CUPTI's records on, a copy cost the loop's thread 2.6 us, a
+kernel 4.7, a CUDA event recorded 1.3 (``scripts/bench_marker_cost.py``, 2026-12-05). The marker's CUPTI
 record carries the call's correlation id: a kernel numbered after marker m and before marker m+1 was
 launched between their host times. ``Records`` turns each window's host edges into those of the
 latest marker at or before them (``Records.snap``), and a kernel's launch into its marker's time plus
@@ -35,14 +37,15 @@ import ctypes
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
+from typing import Any
 
 import torch
 
 from profiler.capture.cuda.cudart import Runtime, runtime
 from profiler.capture.cupti.lib import SUCCESS, Lib
+from profiler.capture.cupti.shim import Shim
 
 SIZES = 251  # marker copies are 1..SIZES bytes, in turn
-_HOST_TO_DEVICE = 1  # cudaMemcpyHostToDevice
 
 
 class MarkerError(RuntimeError):
@@ -107,39 +110,29 @@ PTX = b"""
 \0"""
 
 
-class _Kernel:
-    """``pinprof_marker<<<1, n, 0, stream>>>()`` through the driver API."""
-
-    def __init__(self, stream: int) -> None:
-        cuda = _libcuda()
-        module, fn = ctypes.c_void_p(), ctypes.c_void_p()
-        code = cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX))
-        if code == 0:
-            code = cuda.cuModuleGetFunction(ctypes.byref(fn), module, b"pinprof_marker")
-        if code != 0:
-            raise MarkerError(f"the marker kernel could not be loaded (CUresult {code})")
-        launch = cuda.cuLaunchKernel
-        u = ctypes.c_uint
-        launch.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        launch.restype = ctypes.c_int
-        # ctypes objects made once: an int passed as a pointer is converted on every call
-        self._launch, self._fn, self._stream = launch, fn, ctypes.c_void_p(stream)
-
-    def __call__(self, n: int) -> int:
-        return self._launch(self._fn, 1, 1, 1, n, 1, 1, 0, self._stream, None, None)  # type: ignore[no-any-return]
+def _address(fn: Any) -> int:
+    """A ctypes function's address, for the shim to call."""
+    return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
 
 
-class _Copy:
-    """``cudaMemcpyAsync`` of ``n`` bytes from a pinned buffer to the device."""
+def _kernel(shim: Shim, stream: int) -> Callable[[int], int]:
+    """``pinprof_marker<<<1, n, 0, stream>>>()`` through the driver API (``cuLaunchKernel``)."""
+    cuda = _libcuda()
+    module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    code = cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX))
+    if code == 0:
+        code = cuda.cuModuleGetFunction(ctypes.byref(fn), module, b"pinprof_marker")
+    if code != 0:
+        raise MarkerError(f"the marker kernel could not be loaded (CUresult {code})")
+    return shim.marker(True, _address(cuda.cuLaunchKernel), int(fn.value or 0), 0, stream)
 
-    def __init__(self, rt: Runtime, device: torch.device, stream: int) -> None:
-        self._src = torch.zeros(SIZES, dtype=torch.uint8).pin_memory()
-        self._dst = torch.empty(SIZES, dtype=torch.uint8, device=device)
-        self._copy, self._stream = rt.memcpy, ctypes.c_void_p(stream)
-        self._s, self._d = ctypes.c_void_p(self._src.data_ptr()), ctypes.c_void_p(self._dst.data_ptr())
 
-    def __call__(self, n: int) -> int:
-        return self._copy(self._d, self._s, n, _HOST_TO_DEVICE, self._stream)  # type: ignore[no-any-return]
+class _Buffers:
+    """The marker copies' pinned source and device destination, kept alive as long as the marker."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.src = torch.zeros(SIZES, dtype=torch.uint8).pin_memory()
+        self.dst = torch.empty(SIZES, dtype=torch.uint8, device=device)
 
 
 class Marker:
@@ -148,16 +141,19 @@ class Marker:
     atomic). ``kind``: ``copy``, 1..``SIZES`` bytes copied (its record's ``bytes``), or ``kernel``, an
     empty kernel of 1..``SIZES`` threads (its record's ``block_x``)."""
 
-    def __init__(self, lib: Lib, device: torch.device, kind: str = "copy") -> None:
+    def __init__(self, lib: Lib, shim: Shim, device: torch.device, kind: str = "copy") -> None:
         rt = runtime()
         if rt is None:
             raise MarkerError("no shared libcudart to issue markers with")
         self._clear = rt.clear
         self._handle = _own_stream(rt, device)
+        self._buffers: _Buffers | None = None
         with torch.cuda.device(device):
-            self._issue: Callable[[int], int] = (
-                _Kernel(self._handle) if kind == "kernel" else _Copy(rt, device, self._handle)
-            )
+            if kind == "kernel":
+                self._issue = _kernel(shim, self._handle)
+            else:
+                b = self._buffers = _Buffers(device)
+                self._issue = shim.marker(False, _address(rt.memcpy), b.dst.data_ptr(), b.src.data_ptr(), self._handle)
         self.kind = kind
         self.stream_id = _stream_id(lib, self._handle)
         self.issued: deque[tuple[int, int]] = deque()
@@ -168,14 +164,14 @@ class Marker:
     def mark(self) -> float:
         """Issue the next marker; its host time in ms (the edge's time: pass it as the edge)."""
         n = 1 + self.count % SIZES
-        code = self._issue(n)
-        ms = perf_counter_ns() / 1e6
-        if code:
+        got = self._issue(n)  # host ns just after the call, read in C (shim.c), or -error
+        if got < 0:
             self._clear()  # not left for torch to report as its own error
             if self.failure is None:
-                self.failure = f"marker {self.kind} failed (error {code})"
-            return ms
+                self.failure = f"marker {self.kind} failed (error {-got})"
+            return perf_counter_ns() / 1e6
         self.count += 1
+        ms = got / 1e6
         ns = round(ms * 1e6)  # as Records reads an edge given in ms (recorder._ns): the two agree to the ns
         self.last = (ns, n)
         self.issued.append(self.last)

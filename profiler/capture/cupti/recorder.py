@@ -741,7 +741,7 @@ class CuptiRecorder:
         why = []
         for kind in kinds:
             try:
-                return Marker(self.lib, device, kind)
+                return Marker(self.lib, self.shim, device, kind)
             except (MarkerError, RuntimeError, OSError) as err:
                 why.append(f"{kind}: {err}")
             finally:

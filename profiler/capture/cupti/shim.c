@@ -134,3 +134,51 @@ int pinprof_clock_reads(timestamp_fn now, int64_t *before, uint64_t *cupti, int6
     *after = (int64_t)b.tv_sec * 1000000000 + b.tv_nsec;
     return code;
 }
+
+/* Markers (marker.py): a tiny copy or an empty kernel at a step window's edge. Issued here so the
+ * loop's thread pays one ctypes call of two ints, and the host time is read right after the CUDA call
+ * returns: read in Python, it came after the GIL was taken back, which another thread can hold for up
+ * to the switch interval. A slot holds one marker's CUDA function (cudaMemcpyAsync, or cuLaunchKernel)
+ * and its arguments; MARKER_SLOTS of them, one a Marker object (a process makes one or two). */
+#define MARKER_SLOTS 8
+
+typedef int (*memcpy_fn)(void *dst, const void *src, size_t n, int kind, void *stream);
+typedef int (*launch_fn)(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shared, void *stream, void **params, void **extra);
+
+typedef struct {
+    int kernel;   /* 1: call is cuLaunchKernel and target the CUfunction; 0: cudaMemcpyAsync to target */
+    void *call;
+    void *target;
+    void *src;
+    void *stream;
+} marker_t;
+
+static marker_t markers[MARKER_SLOTS];
+static int n_markers;
+
+/* A new slot for a marker: its index, or -1 when all are taken. */
+int pinprof_marker_new(int kernel, void *call, void *target, void *src, void *stream) {
+    int slot = -1;
+    pthread_mutex_lock(&mu);
+    if (n_markers < MARKER_SLOTS) {
+        slot = n_markers++;
+        markers[slot] = (marker_t){kernel, call, target, src, stream};
+    }
+    pthread_mutex_unlock(&mu);
+    return slot;
+}
+
+/* Issue slot's marker of size n (bytes copied, or threads): the host ns (CLOCK_MONOTONIC, as Python's
+ * perf_counter_ns) just after the call, or minus the CUDA error code when it failed (-1 for a slot
+ * never made). */
+int64_t pinprof_mark(int slot, unsigned n) {
+    if (slot < 0 || slot >= MARKER_SLOTS || !markers[slot].call) return -1; /* cudaErrorInvalidValue */
+    const marker_t *m = &markers[slot];
+    int code = m->kernel ? ((launch_fn)m->call)(m->target, 1, 1, 1, n, 1, 1, 0, m->stream, NULL, NULL)
+                         : ((memcpy_fn)m->call)(m->target, m->src, n, 1 /* cudaMemcpyHostToDevice */, m->stream);
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (code) return -(int64_t)code;
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}

@@ -10,6 +10,7 @@ else: a library planted in a shared cache would run inside the training process.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -79,6 +80,9 @@ class Shim:
         h.pinprof_cupti_counts.argtypes, h.pinprof_cupti_counts.restype = [POINTER(c_uint64), POINTER(c_uint64)], None
         h.pinprof_clock_reads.argtypes = [c_void_p, POINTER(c_int64), POINTER(c_uint64), POINTER(c_int64)]
         h.pinprof_clock_reads.restype = c_int
+        h.pinprof_marker_new.argtypes = [c_int, c_void_p, c_void_p, c_void_p, c_void_p]
+        h.pinprof_marker_new.restype = c_int
+        h.pinprof_mark.argtypes, h.pinprof_mark.restype = [c_int, ctypes.c_uint], c_int64
         self.handle = h
 
     def register(self, register_fn: int, buffer_bytes: int, most: int) -> int:
@@ -112,6 +116,16 @@ class Shim:
             return int(before.value), int(cupti.value), int(after.value)
 
         return read
+
+    def marker(self, kernel: bool, call: int, target: int, src: int, stream: int) -> Callable[[int], int]:
+        """An issuer of one marker (``profiler.capture.cupti.marker``): ``call`` is the address of
+        ``cuLaunchKernel`` (``kernel``; ``target`` the CUfunction) or of ``cudaMemcpyAsync`` (``target``
+        and ``src`` the device and pinned buffers); ``stream`` the stream's handle. The issuer takes the
+        marker's size and returns the host ns just after the call, or minus the CUDA error code."""
+        slot = int(self.handle.pinprof_marker_new(int(kernel), call, target, src, stream))
+        if slot < 0:
+            raise ShimError("no marker slot left in pinprof's CUPTI shim (8 a process)")
+        return functools.partial(self.handle.pinprof_mark, slot)
 
     def counts(self) -> tuple[int, int]:
         """(buffers in existence, requests refused because all were in use)."""
