@@ -208,3 +208,95 @@ def test_an_h100_recording_with_copy_markers_gives_every_step_its_kernels() -> N
     # cut off with its buffers, a later row misses autograd's: fewer kernels, never more
     later = [b["row"] for b in batches if b["row"] not in covered]
     assert later and cols["comp_kernels"][later].max() <= 107
+
+
+def _library_batch(call_end_ns: int, copy_bytes: int) -> tuple[Store, Stats]:
+    """A library batch whose ``compute()`` entry issued no marker (its copy came after the last exit):
+    marker 10 at 1 ms; a kernel the loop launched before the copy (id 15: a metric after the last
+    step, say); the copy call (1.5 ms to ``call_end_ns``) and its record of ``copy_bytes`` (id 20);
+    the step's kernel (id 25) inside the window from 1.8 ms to the exit's marker (id 40, at 3 ms)."""
+    k, m = cupti_replay.kernel_record, cupti_replay.memcpy_record
+    stats = Stats()
+    r = Records(stats)
+    r.marked, r.marker_stream = True, 3
+    r.issued = deque([(1_000_000, 1), (3_000_000, 2)])
+    store = Store()
+    row = dict(TEMPLATE)
+    row["batch"] = 0
+    store.append(row)
+    store.wait_for_gpu(0)
+    r.incoming.append(Pending(store, 0, [(1_500_000, call_end_ns, ((4096,),))], [(1_800_000, 3_000_000)], 3_000_000))
+    buf = m(1_000_500, 1_000_600, 1, 2, 10, stream=3) + k(1_200_000, 1_300_000, 0, 15)
+    buf += m(1_700_000, 1_750_000, copy_bytes, 2, 20) + k(2_000_000, 2_400_000, 0, 25)
+    buf += m(3_000_500, 3_000_600, 2, 2, 40, stream=3) + k(60_000_000, 60_000_100, 0, 50)
+    r.take(layout.parse(buf, dict(cupti_replay.SIZES)), functools.partial(cupti_replay.to_host, p=0, c=0, rate=1.0))
+    r.process(force=False)
+    assert store.first_waiting() is None
+    return store, stats
+
+
+def test_a_copy_call_bounds_a_step_whose_entry_has_no_marker() -> None:
+    """The copy's record, matched to its call, is an edge of its own (``Records._copy_edges``): the
+    kernel launched before the copy stays out of the step, as an entry marker would have kept it."""
+    store, stats = _library_batch(1_600_000, 4096)
+    cols = store.columns()
+    assert cols["comp_kernels"][0] == 1 and cols["comp_gsum"][0] == pytest.approx(0.4)
+    assert cols["h2d_gsum"][0] == pytest.approx(0.05)
+    assert stats.copy_edges == 1 and stats.markers == 2
+
+
+def test_a_copy_call_is_no_edge_where_it_is_unmatched_or_would_not_keep_the_markers_in_order() -> None:
+    """Its record missing (other bytes), or its call ending after the next marker (a long call on
+    another thread): no copy edge, and the window's start falls back to the marker before it, so the
+    earlier kernel is counted in the step, as it was before copies were edges."""
+    for end, nbytes in ((1_600_000, 999), (3_200_000, 4096)):
+        store, stats = _library_batch(end, nbytes)
+        assert stats.copy_edges == 0
+        assert store.columns()["comp_kernels"][0] == 2, (end, nbytes)
+
+
+def test_a_compute_block_marks_its_entry_only_where_no_copy_of_the_batch_came_after_the_last_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``phases.Compute``: the exit of every block is marked; the entry only of a batch's first block,
+    and only where the batch's copies did not come after the last exit's marker (they are the edge
+    then): a prefetched batch, copied before the previous step ended, and a batch with no copy are."""
+    from types import SimpleNamespace
+
+    from profiler.capture import phases
+
+    clock = iter(range(10, 10_000, 10))
+    marks: list[str] = []
+    where = ["?"]
+
+    def edge(device: object) -> float:
+        marks.append(where[0])
+        return float(next(clock))
+
+    monkeypatch.setattr(phases, "edge_ms", edge)
+    nvtx = SimpleNamespace(push=lambda name: None, pop=lambda: None)
+    prof = SimpleNamespace(cuda=True, device="cuda", nvtx=nvtx, _exit_ms=0.0, _cupti_row=lambda rec: True)
+
+    def batch(calls_end_ms: float | None, blocks: int, name: str) -> None:
+        rec = dict(TEMPLATE)
+        rec["own_sum"] = 0.0  # as the library's batch record starts
+        if calls_end_ms is not None:
+            rec["_calls"] = [(0, round(calls_end_ms * 1e6), ((4,),))]
+        for b in range(blocks):
+            where[0] = f"{name} block {b}"
+            with phases.Compute(prof, rec):  # type: ignore[arg-type]
+                pass
+
+    batch(5.0, 2, "copied")  # copies after the last exit (none yet): no entry marker
+    batch(1.0, 1, "prefetched")  # copied before the previous exit's marker: marked
+    batch(None, 1, "no copy")  # nothing to take as an edge: marked
+    batch(10_000.0, 1, "copied again")
+    assert marks == [
+        "copied block 0",  # (the exits)
+        "copied block 1",
+        "prefetched block 0",
+        "prefetched block 0",
+        "no copy block 0",
+        "no copy block 0",
+        "copied again block 0",
+    ]

@@ -26,6 +26,14 @@ def account(rec: dict[str, Any], s_key: str, sum_key: str, e_key: str, start: fl
     rec[e_key] = end
 
 
+def _copied_since(rec: dict[str, Any], ms: float) -> bool:
+    """Whether this batch's last copy call (CUPTI's ``_calls``: host ns) ended after ``ms``."""
+    calls = rec.get("_calls")
+    if not calls:
+        return False
+    return bool(calls[-1][1] > ms * 1e6)
+
+
 class HostPhase:
     """Host-clock accounting shared by the phase contexts: first start, last end, summed time."""
 
@@ -71,10 +79,14 @@ class Compute(HostPhase):
         # a marker's call is pinprof's own time (pinprof_ms). Read once: the exit marks as the entry did.
         cupti = self.cupti = prof.cuda and prof._cupti_row(rec)
         start = self.start = now_ms()
-        if cupti and (mark := edge_ms(prof.device)) is not None:
+        first = rec["request"] != rec["request"]  # NaN: first compute of this batch
+        # Only the first block's entry is an edge (the step runs from it to the last exit), and none
+        # is needed where this batch's copies came after the last exit's marker: the recorder takes
+        # copy calls as markers too (Records._copy_edges). A marker costs 3-5 us (module docstring).
+        if cupti and first and not _copied_since(rec, prof._exit_ms) and (mark := edge_ms(prof.device)) is not None:
             rec["own_sum"] += mark - start
             start = self.start = mark
-        if rec["request"] != rec["request"]:  # NaN: first compute of this batch
+        if first:
             rec["request"] = start
         if prof.cuda and not cupti:
             stream = self.stream = rec.get("_stream") or current_stream(prof._index)
@@ -90,7 +102,7 @@ class Compute(HostPhase):
         end = now_ms()
         if self.cupti and (mark := edge_ms(prof.device)) is not None:
             rec["own_sum"] += mark - end
-            end = mark
+            end = prof._exit_ms = mark
         if prof.cuda and "_comp_start" in rec:
             ev = prof._pool.get()
             record(ev, self.stream)

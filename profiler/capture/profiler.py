@@ -109,6 +109,7 @@ class TransferProfiler:
         self._index = index if index is not None else (torch.cuda.current_device() if self.cuda else 0)
         # CUPTI's records time the GPU where they can be had (profiler.capture.backend), events otherwise.
         self._cupti = backend.recorder(self.device) if gpu_clock == "auto" else None
+        self._exit_ms = 0.0  # the latest compute() exit's marker, host ms (phases.Compute)
         if self.cuda:
             self._pool = EventPool(self.device)
             self._copy_stream = torch.cuda.Stream(self.device)

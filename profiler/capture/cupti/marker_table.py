@@ -14,7 +14,8 @@ import numpy as np
 
 
 class MarkerTable:
-    """``corr`` and ``host`` (int64 views, oldest first); ``add`` at the end, ``drop`` from the front."""
+    """``corr`` and ``host`` (int64 views, oldest first); ``add`` at the end, ``merge`` among the
+    newest, ``drop`` from the front."""
 
     def __init__(self) -> None:
         self._c = np.empty(1024, dtype=np.int64)
@@ -47,3 +48,15 @@ class MarkerTable:
     def drop(self, n: int) -> None:
         """Forget the oldest ``n``."""
         self._a = min(self._a + max(n, 0), self._b)
+
+    def merge(self, corr: np.ndarray, host: np.ndarray) -> None:
+        """Entries placed among the table's by ``corr``; the caller keeps ``host`` rising with it. Only
+        the entries from the lowest new ``corr`` on are moved: new ones fall among the newest."""
+        if not len(corr):
+            return
+        i = int(np.searchsorted(self.corr, corr.min()))
+        c = np.concatenate([self.corr[i:], corr])
+        h = np.concatenate([self.host[i:], host])
+        order = np.argsort(c, kind="stable")
+        self._b = self._a + i
+        self.add(c[order], h[order])

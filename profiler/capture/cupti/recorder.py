@@ -107,6 +107,7 @@ class Stats:
     handovers: int = 0
     markers: int = 0  # marker copies' records matched to their host times (``marker``)
     markers_lost: int = 0  # markers issued whose record never came (CUPTI dropped it)
+    copy_edges: int = 0  # copy calls taken as markers too (``Records._copy_edges``)
 
 
 def _ns(ms: float) -> int:
@@ -335,6 +336,31 @@ class Records:
         b = int(np.searchsorted(mc, mem_corr.max())) + 1
         return attribute.issue_bounds(mem_corr, mc[a:b], mh[a:b])
 
+    def _copy_edges(self, corr: np.ndarray, host: np.ndarray) -> bool:
+        """Copy calls matched to their records, taken as markers: a call's host end and its last
+        record's correlation id (a kernel numbered after the copy was launched after the call began).
+        So a window whose start has no marker of its own (``phases.Compute`` issues none where the
+        batch's copies were the loop's last CUDA calls) still leaves out the kernels launched before
+        those copies. One is kept only where it keeps the table's host times rising: a call on another
+        thread can end after a marker numbered after it. Returns whether any was added."""
+        mc, mh = self._marks.corr, self._marks.host
+        if not len(mc):
+            return False
+        order = np.argsort(corr, kind="stable")
+        corr, host = corr[order], host[order]
+        above = np.empty(len(host), dtype=np.int64)  # the latest host time of the calls before each
+        above[0] = np.iinfo(np.int64).min
+        np.maximum.accumulate(host[:-1], out=above[1:])
+        i = np.searchsorted(mc, corr)
+        before = np.where(i > 0, mh[np.clip(i - 1, 0, None)], np.iinfo(np.int64).min)
+        after = np.where(i < len(mc), mh[np.clip(i, None, len(mc) - 1)], np.iinfo(np.int64).max)
+        ok = (host > above) & (host > before) & (host < after)
+        if not ok.any():
+            return False
+        self._marks.merge(corr[ok], host[ok])
+        self.stats.copy_edges += int(ok.sum())
+        return True
+
     def _marked_by(self, end_ns: int) -> bool:
         """Whether the marker at or after ``end_ns`` (a batch's end) has been matched, if one was
         issued: the batch's kernels are all numbered before it then."""
@@ -501,7 +527,12 @@ class Records:
         used: list[int] = []
         h2d: dict[int, list[int]] = {}
         missing: dict[int, list[Call]] = {}
+        edge_k: list[int] = []  # copy calls as edges: the last record of each call wholly matched ...
+        edge_h: list[int] = []  # ... and the call's host end
         for (s, e, expects, i), got in zip(flat, matched):
+            if got and -1 not in got:
+                edge_k.append(max(got))  # (mem is in id order)
+                edge_h.append(e)
             lost = tuple(x for x, k in zip(expects, got) if k < 0) if -1 in got else ()
             for k in got:
                 if k >= 0:
@@ -511,6 +542,8 @@ class Records:
                     self.stats.unmatched_calls += 1
             if lost:
                 missing.setdefault(i, []).append((s, e, lost))
+        if self.marked and edge_k and self._copy_edges(mem["correlation"][edge_k], np.array(edge_h, dtype=np.int64)):
+            ker["queued"] = self._launches(ker["correlation"])  # placed again, among the new edges
         # Kernels by the step window their launch fell in.
         wins = sorted((s, e, i, id(p.store)) for i, p in enumerate(ready) for s, e in p.windows)
         pick, group = _in_windows(ker, wins, self.snap if self.marked else None)
@@ -821,6 +854,7 @@ class CuptiRecorder:
                 "issued": self.marker.count if self.marker is not None else 0,
                 "matched": s.markers,
                 "lost": s.markers_lost,
+                "copy_calls_as_markers": s.copy_edges,
                 "failure": self.marker_failure or (self.marker.failure if self.marker is not None else None),
             },
             "failure": self.failure,
