@@ -8,19 +8,22 @@ they cost about 0.5 us a launch. CUPTI also numbers every CUDA API call as it be
 in two H200 recordings, backward's from autograd's thread included (``scripts/corr_windows.py``).
 
 So at each moment that can end a step window (a loader's ``next()``, an optimizer step that closes
-rows, a ``compute()`` block's entry and exit), pinprof copies 1 to ``SIZES`` bytes from a pinned
+rows, a ``compute()`` block's exit, and its entry where the batch's copies are not the edge: see
+``phases.Compute``), pinprof copies 1 to ``SIZES`` bytes from a pinned
 buffer to the device (``PINPROF_MARKER=copy``, the default) or launches an empty kernel of 1 to
 ``SIZES`` threads (``kernel``), on a stream of its own (``Marker.mark``), and notes the host time just
 after the call. The call and the clock read are made in C (``shim.c``'s ``pinprof_mark``): one ctypes
 call of two ints, and no wait for the GIL between the call's return and the time read. Issued from
 Python through ctypes, on an H100 with CUPTI's records on, a copy cost the loop's thread 2.6 us, a
-kernel 4.7, a CUDA event recorded 1.3 (``scripts/bench_marker_cost.py``, 2026-12-05). The marker's CUPTI
+kernel 4.7, a CUDA event recorded 1.3 (``scripts/bench_marker_cost.py``, 2026-12-05); issued in C,
+on another H100 host whose event record cost 1.66, a copy still cost 3.28. The marker's CUPTI
 record carries the call's correlation id: a kernel numbered after marker m and before marker m+1 was
 launched between their host times. ``Records`` turns each window's host edges into those of the
 latest marker at or before them (``Records.snap``), and a kernel's launch into its marker's time plus
 1 ns, so a kernel falls in the window it would by its launch time wherever the window's edges are
 markers' times; an edge between two markers takes the kernels launched between the earlier one and
-it into the later window.
+it into the later window. A copy call matched to its record is such a marker too
+(``Records._copy_edges``): its host end and its last record's id.
 
 The markers go on a non-blocking stream that nothing waits on, so the user's streams are not ordered
 by them; their records are told apart by that stream's CUPTI id, and the size of each (threads or
