@@ -7,7 +7,8 @@ CUDA work as ``pinprof profile`` starts them. Blocks of ``--batches`` batches al
 between these variants:
 
 - ``bare``: the loop without pinprof;
-- ``bare+2 markers``: the bare loop issuing the two markers a ``compute()`` block issues;
+- ``bare+2 markers``: the bare loop issuing two markers a batch (a ``compute()`` block's entry and
+  exit, as the library issued them until ``e5b416e``; since, the exit's alone where the batch copied);
 - ``profiled``: the library, as a user runs it;
 - ``no markers``: the library with its markers replaced by a clock read (kernels then go unplaced:
   a cost split, not a way to run);

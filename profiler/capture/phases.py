@@ -82,7 +82,7 @@ class Compute(HostPhase):
         first = rec["request"] != rec["request"]  # NaN: first compute of this batch
         # Only the first block's entry is an edge (the step runs from it to the last exit), and none
         # is needed where this batch's copies came after the last exit's marker: the recorder takes
-        # copy calls as markers too (Records._copy_edges). A marker costs 3-5 us (module docstring).
+        # copy calls as markers too (Records._copy_edges). A marker costs 3-5 us (cupti/marker.py).
         if cupti and first and not _copied_since(rec, prof._exit_ms) and (mark := edge_ms(prof.device)) is not None:
             rec["own_sum"] += mark - start
             start = self.start = mark
