@@ -218,3 +218,36 @@ def test_pinprof_profile_shows_the_programs_error_whole_with_a_handler_firing_me
     err = capsys.readouterr().err
     assert "ConnectionResetError: [Errno 104] Connection reset by peer" in err
     assert err.count("WorkerDied: DataLoader worker (pid 1) is killed by signal: Killed.") == 1
+
+
+def test_a_sigterm_dropped_inside_a_gc_callback_is_raised_again() -> None:
+    """SIGTERM's handler runs inside a garbage-collection callback (as ``gc_pauses`` installs one):
+    Python drops what it raises there ("Exception ignored in"), and the program would run on; it is
+    raised again a moment later, where it stops the loop. Without that, this loop runs its 5 s out."""
+    import gc
+    import time
+
+    from profiler.report.signals import Terminated, install_sigterm, restore_sigterm
+
+    dropped: list[bool] = []
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and not dropped:
+            dropped.append(True)
+            signal.raise_signal(signal.SIGTERM)  # its handler raises Terminated here, in the callback
+
+    previous = install_sigterm()
+    gc.callbacks.append(callback)
+    stopped_after = None
+    try:
+        gc.collect()  # returns: the callback's Terminated was dropped
+        assert dropped
+        t0 = time.monotonic()
+        with pytest.raises(Terminated):
+            while time.monotonic() - t0 < 5:
+                time.sleep(0.001)
+        stopped_after = time.monotonic() - t0
+    finally:
+        gc.callbacks.remove(callback)
+        restore_sigterm(previous)
+    assert stopped_after is not None and stopped_after < 1.0

@@ -4,6 +4,8 @@ while a report is written, so that a second one cannot leave it unwritten."""
 from __future__ import annotations
 
 import signal
+import sys
+import threading
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
@@ -24,11 +26,52 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def install_sigterm() -> Any:
-    """Route SIGTERM to ``Terminated``; returns the previous handler (None off the main thread)."""
+    """Route SIGTERM to ``Terminated``; returns the previous handler (None off the main thread). A
+    ``Terminated`` or ``KeyboardInterrupt`` that Python drops is raised again (``_redeliver``)."""
     try:
-        return signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # signals can only be set from the main thread; leave them alone elsewhere
         return None
+    if not isinstance(sys.unraisablehook, _Redeliver):
+        sys.unraisablehook = _Redeliver(sys.unraisablehook)
+    return previous
+
+
+# How long after a dropped stop the signal is raised again: long enough for the code that dropped it
+# (a garbage-collection callback, a __del__) to have returned; if it lands in such code again, it is
+# dropped and raised again, until it lands where it stops the program.
+REDELIVER_S = 0.01
+
+
+class _Redeliver:
+    """``sys.unraisablehook``: a stop raised where Python cannot propagate it is raised again.
+
+    A Python signal handler runs at the next bytecode of the main thread, wherever that is. Inside a
+    garbage-collection callback (``profiler.capture.gc_pauses``, which pinprof profile installs) or a
+    ``__del__``, what it raises is printed as "Exception ignored in" and dropped, and the program runs
+    on: ``pinprof profile`` of ``tests/scripts/endless.py`` ran past its SIGTERM so (a fresh-clone CI
+    run, 2026-12-05). Here the same signal is raised again, ``REDELIVER_S`` later, from a thread of its
+    own (its Python handler still runs in the main thread), and the dropped exception is not printed.
+    Every other unraisable exception goes to the hook that was in place."""
+
+    def __init__(self, previous: Callable[[Any], object]) -> None:
+        self.previous = previous
+
+    def __call__(self, unraisable: Any) -> None:
+        kind = unraisable.exc_type
+        signum = (
+            signal.SIGTERM
+            if kind is not None and issubclass(kind, Terminated)
+            else signal.SIGINT
+            if kind is not None and issubclass(kind, KeyboardInterrupt)
+            else None
+        )
+        if signum is None:
+            self.previous(unraisable)
+            return
+        timer = threading.Timer(REDELIVER_S, signal.raise_signal, (signum,))
+        timer.daemon = True
+        timer.start()
 
 
 def restore_sigterm(previous: Any) -> None:
