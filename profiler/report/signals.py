@@ -71,7 +71,10 @@ class _Redeliver:
             return
         timer = threading.Timer(REDELIVER_S, signal.raise_signal, (signum,))
         timer.daemon = True
-        timer.start()
+        try:
+            timer.start()
+        except RuntimeError:  # no new thread at the interpreter's exit: say what was dropped, as before
+            self.previous(unraisable)
 
 
 def restore_sigterm(previous: Any) -> None:

@@ -1,8 +1,12 @@
 """A training loop that runs until it is stopped (tests/test_profile.py sends it SIGTERM or SIGINT).
-Prints "step" after each batch, so the test knows batches were iterated."""
+Prints "step" after each batch, so the test knows batches were iterated. ``--collect``: each step is a
+full garbage collection instead of a 10 ms sleep, so a signal can land as one ends (where pinprof
+profile's watch of full collections, a Python callback, runs next)."""
 
 from __future__ import annotations
 
+import gc
+import sys
 import time
 
 import torch
@@ -15,7 +19,10 @@ def main() -> None:
     while True:
         for (x,) in loader:
             x = x.to("cpu")
-            time.sleep(0.01)
+            if "--collect" in sys.argv:
+                gc.collect()
+            else:
+                time.sleep(0.01)
             print("step", flush=True)
 
 
