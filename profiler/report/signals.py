@@ -27,7 +27,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def install_sigterm() -> Any:
     """Route SIGTERM to ``Terminated``; returns the previous handler (None off the main thread). A
-    ``Terminated`` or ``KeyboardInterrupt`` that Python drops is raised again (``_redeliver``)."""
+    ``Terminated`` or ``KeyboardInterrupt`` that Python drops is raised again (``_Redeliver``)."""
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # signals can only be set from the main thread; leave them alone elsewhere
