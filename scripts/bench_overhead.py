@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -84,41 +85,64 @@ def interleaved(
     return bare, inst
 
 
-def recorder_cost_us(n: int, dev: torch.device, leaves: int = 1) -> tuple[float, float]:
+def recorder_batches(leaves: int, n: int) -> list[Any]:
+    """The recorder loop's loader: ``n`` batches drawn in turn from 64 made once, each one pinned
+    uint8 tensor of 1 KiB, or a dict of ``leaves`` of them."""
+
     def batch(i: int) -> Any:
         gen = torch.Generator().manual_seed(i)
         ts = [torch.randint(0, 255, (1024,), dtype=torch.uint8, generator=gen).pin_memory() for _ in range(leaves)]
         return ts[0] if leaves == 1 else {f"t{k}": t for k, t in enumerate(ts)}
 
     data = [batch(i) for i in range(64)]
+    return [data[i % 64] for i in range(n)]
+
+
+def bare_recorder_loop(
+    loader: list[Any], dev: torch.device, stream: torch.cuda.Stream, each: Callable[[], object] | None = None
+) -> float:
+    """The recorder loop without pinprof, us a batch: each batch copied on ``stream``, which the
+    compute stream then waits on; ``each``: called once a batch besides (a benchmark's extra work)."""
+    t0 = time.perf_counter_ns()
+    for b in loader:
+        with torch.cuda.stream(stream):
+            if isinstance(b, dict):
+                x = {k: v.to(dev, non_blocking=True) for k, v in b.items()}
+            else:
+                x = b.to(dev, non_blocking=True)
+        torch.cuda.current_stream().wait_stream(stream)
+        for t in x.values() if isinstance(x, dict) else (x,):
+            t.record_stream(torch.cuda.current_stream())
+        if each is not None:
+            each()
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - t0) / len(loader) / 1e3
+
+
+def profiled_recorder_loop(loader: list[Any], dev: torch.device) -> tuple[float, TransferProfiler]:
+    """The same loop through the library (``pinned_nb``, empty ``cpu_work()`` and ``compute()``), us a
+    batch, and its profiler, whose ``timeline()`` is left to the caller (untimed)."""
+    prof = TransferProfiler("pinned_nb", dev)
+    t0 = time.perf_counter_ns()
+    for b in prof.batches(loader):
+        prof.to_device(b)
+        with prof.cpu_work():
+            pass
+        with prof.compute():
+            pass
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - t0) / len(loader) / 1e3, prof
+
+
+def recorder_cost_us(n: int, dev: torch.device, leaves: int = 1) -> tuple[float, float]:
+    loader = recorder_batches(leaves, n)
     stream = torch.cuda.Stream(dev)
-    loader = [data[i % 64] for i in range(n)]
 
     def bare() -> float:
-        t0 = time.perf_counter_ns()
-        for b in loader:
-            with torch.cuda.stream(stream):
-                if isinstance(b, dict):
-                    x = {k: v.to(dev, non_blocking=True) for k, v in b.items()}
-                else:
-                    x = b.to(dev, non_blocking=True)
-            torch.cuda.current_stream().wait_stream(stream)
-            for t in x.values() if isinstance(x, dict) else (x,):
-                t.record_stream(torch.cuda.current_stream())
-        torch.cuda.synchronize()
-        return (time.perf_counter_ns() - t0) / n / 1e3
+        return bare_recorder_loop(loader, dev, stream)
 
     def profiled() -> float:
-        prof = TransferProfiler("pinned_nb", dev)
-        t0 = time.perf_counter_ns()
-        for b in prof.batches(loader):
-            prof.to_device(b)
-            with prof.cpu_work():
-                pass
-            with prof.compute():
-                pass
-        torch.cuda.synchronize()
-        el = (time.perf_counter_ns() - t0) / n / 1e3
+        el, prof = profiled_recorder_loop(loader, dev)
         prof.timeline()
         return el
 

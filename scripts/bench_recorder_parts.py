@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,51 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from bench_overhead import bare_recorder_loop, profiled_recorder_loop, recorder_batches  # noqa: E402
 
-from profiler import TransferProfiler  # noqa: E402
 from profiler.capture import backend, phases  # noqa: E402
 from profiler.capture.clock import now_ms  # noqa: E402
 from profiler.capture.cupti.recorder import CuptiRecorder  # noqa: E402
-
-
-def make_batches(leaves: int) -> list[Any]:
-    out: list[Any] = []
-    for i in range(64):
-        gen = torch.Generator().manual_seed(i)
-        ts = [torch.randint(0, 255, (1024,), dtype=torch.uint8, generator=gen).pin_memory() for _ in range(leaves)]
-        out.append(ts[0] if leaves == 1 else {f"t{k}": t for k, t in enumerate(ts)})
-    return out
-
-
-def bare_loop(loader: list[Any], dev: torch.device, stream: torch.cuda.Stream, marks: int) -> float:
-    t0 = time.perf_counter_ns()
-    for b in loader:
-        with torch.cuda.stream(stream):
-            x = (
-                {k: v.to(dev, non_blocking=True) for k, v in b.items()}
-                if isinstance(b, dict)
-                else b.to(dev, non_blocking=True)
-            )
-        torch.cuda.current_stream().wait_stream(stream)
-        for t in x.values() if isinstance(x, dict) else (x,):
-            t.record_stream(torch.cuda.current_stream())
-        for _ in range(marks):
-            backend.edge_ms(dev)
-    torch.cuda.synchronize()
-    return (time.perf_counter_ns() - t0) / len(loader) / 1e3
-
-
-def profiled_loop(loader: list[Any], dev: torch.device) -> tuple[float, TransferProfiler]:
-    prof = TransferProfiler("pinned_nb", dev)
-    t0 = time.perf_counter_ns()
-    for b in prof.batches(loader):
-        prof.to_device(b)
-        with prof.cpu_work():
-            pass
-        with prof.compute():
-            pass
-    torch.cuda.synchronize()
-    return (time.perf_counter_ns() - t0) / len(loader) / 1e3, prof
 
 
 @contextmanager
@@ -118,20 +77,19 @@ def main() -> None:
 
     def run(loader: list[Any], variant: str) -> float:
         if variant == "bare":
-            return bare_loop(loader, dev, stream, 0)
+            return bare_recorder_loop(loader, dev, stream)
         if variant == "bare+2 markers":
-            return bare_loop(loader, dev, stream, 2)
+            return bare_recorder_loop(loader, dev, stream, lambda: (backend.edge_ms(dev), backend.edge_ms(dev)))
         with no_markers() if variant in ("no markers", "neither") else _nothing():
             with no_drain(rec) if variant in ("no drain", "neither") else _nothing():
-                us, prof = profiled_loop(loader, dev)
+                us, prof = profiled_recorder_loop(loader, dev)
         prof.timeline()  # untimed: the records are read and the rows written here
         return us
 
     variants = ["bare", "bare+2 markers", "profiled", "no markers", "no drain", "neither"]
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {backend.describe().get('backend')}")
     for leaves in (1, 3):
-        data = make_batches(leaves)
-        loader = [data[i % 64] for i in range(args.batches)]
+        loader = recorder_batches(leaves, args.batches)
         for v in variants:  # warm
             run(loader[:200], v)
         got: dict[str, list[float]] = {v: [] for v in variants}
