@@ -14,7 +14,7 @@ import pytest
 
 from profiler.bench import cupti_replay
 from profiler.capture.cupti import layout
-from profiler.capture.cupti.recorder import Pending, Records, Stats
+from profiler.capture.cupti.recorder import Call, Pending, Records, Stats
 from profiler.capture.store import TEMPLATE, Store
 
 DATA = Path(__file__).parent / "data"
@@ -158,21 +158,30 @@ def test_a_batch_waits_for_the_marker_that_ends_it() -> None:
     assert r._marked_by(1500)
 
 
-def test_kernels_delivered_before_their_markers_are_placed_when_the_batch_is_attributed() -> None:
-    """Autograd's thread hands its buffer back first: its kernels (ids 21, 22) come before the main
-    thread's buffer with the markers around them (ids 20, 30). The batch waits for its end marker,
-    then holds both kernels; a kernel of the next step (id 31) stays for the next batch."""
-    k = cupti_replay.kernel_record
+def _waiting_batch(
+    issued: list[tuple[int, int]], calls: list[Call], windows: list[tuple[int, int]], end_ns: int
+) -> tuple[Records, Store, Stats]:
+    """``Records`` placing kernels by copy markers on stream 3, ``issued`` (host ns, size) noted, and
+    one batch of a fresh store waiting for its records: its copy calls, step windows and end."""
     stats = Stats()
     r = Records(stats)
     r.marked, r.marker_stream = True, 3
-    r.issued = deque([(1_000_000, 1), (2_000_000, 2)])
+    r.issued = deque(issued)
     store = Store()
     row = dict(TEMPLATE)
     row["batch"] = 0
     store.append(row)
     store.wait_for_gpu(0)
-    r.incoming.append(Pending(store, 0, [], [(1_000_000, 2_000_000)], 2_000_000))
+    r.incoming.append(Pending(store, 0, calls, windows, end_ns))
+    return r, store, stats
+
+
+def test_kernels_delivered_before_their_markers_are_placed_when_the_batch_is_attributed() -> None:
+    """Autograd's thread hands its buffer back first: its kernels (ids 21, 22) come before the main
+    thread's buffer with the markers around them (ids 20, 30). The batch waits for its end marker,
+    then holds both kernels; a kernel of the next step (id 31) stays for the next batch."""
+    k = cupti_replay.kernel_record
+    r, store, stats = _waiting_batch([(1_000_000, 1), (2_000_000, 2)], [], [(1_000_000, 2_000_000)], 2_000_000)
     sizes = dict(cupti_replay.SIZES)
     ident = functools.partial(cupti_replay.to_host, p=0, c=0, rate=1.0)
     grad = k(1_100_000, 1_200_000, 0, 21) + k(1_200_000, 1_400_000, 0, 22) + k(3_100_000, 3_200_000, 0, 31)
@@ -220,16 +229,8 @@ def _library_batch(call_end_ns: int, copy_bytes: int) -> tuple[Store, Stats]:
     step, say); the copy call (1.5 ms to ``call_end_ns``) and its record of ``copy_bytes`` (id 20);
     the step's kernel (id 25) inside the window from 1.8 ms to the exit's marker (id 40, at 3 ms)."""
     k, m = cupti_replay.kernel_record, cupti_replay.memcpy_record
-    stats = Stats()
-    r = Records(stats)
-    r.marked, r.marker_stream = True, 3
-    r.issued = deque([(1_000_000, 1), (3_000_000, 2)])
-    store = Store()
-    row = dict(TEMPLATE)
-    row["batch"] = 0
-    store.append(row)
-    store.wait_for_gpu(0)
-    r.incoming.append(Pending(store, 0, [(1_500_000, call_end_ns, ((4096,),))], [(1_800_000, 3_000_000)], 3_000_000))
+    calls: list[Call] = [(1_500_000, call_end_ns, ((4096,),))]
+    r, store, stats = _waiting_batch([(1_000_000, 1), (3_000_000, 2)], calls, [(1_800_000, 3_000_000)], 3_000_000)
     buf = m(1_000_500, 1_000_600, 1, 2, 10, stream=3) + k(1_200_000, 1_300_000, 0, 15)
     buf += m(1_700_000, 1_750_000, copy_bytes, 2, 20) + k(2_000_000, 2_400_000, 0, 25)
     buf += m(3_000_500, 3_000_600, 2, 2, 40, stream=3) + k(60_000_000, 60_000_100, 0, 50)
