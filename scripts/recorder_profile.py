@@ -1,5 +1,5 @@
 """Where the recorder's host time goes, per call: cProfile of ``scripts/bench_overhead.py``'s no-op
-loop (``pinned_nb``, resident pinned batches of 1 KiB leaves) on a GPU, one-leaf and three-leaf
+loop (``pinned_nb``, resident pinned batches of 1 KiB leaves, run by its own code) on a GPU, one-leaf and three-leaf
 batches, the top functions by own time in us per batch.
 
     python scripts/recorder_profile.py [--batches 3000] [--top 30]
@@ -13,8 +13,7 @@ import pstats
 from typing import Any
 
 import torch
-
-from profiler import TransferProfiler
+from bench_overhead import profiled_recorder_loop, recorder_batches
 
 
 def main() -> None:
@@ -24,20 +23,10 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device("cuda")
     for leaves in (1, 3):
-        ts = [torch.randint(0, 255, (1024,), dtype=torch.uint8).pin_memory() for _ in range(leaves)]
-        item: Any = ts[0] if leaves == 1 else {f"t{k}": t for k, t in enumerate(ts)}
-        loader = [item] * args.batches
+        loader = recorder_batches(leaves, args.batches)
 
         def loop(loader: list[Any]) -> None:
-            prof = TransferProfiler("pinned_nb", dev)
-            for b in prof.batches(loader):
-                prof.to_device(b)
-                with prof.cpu_work():
-                    pass
-                with prof.compute():
-                    pass
-            torch.cuda.synchronize()
-            prof.timeline()
+            profiled_recorder_loop(loader, dev)[1].timeline()
 
         loop(loader)  # warm-up
         pr = cProfile.Profile()
