@@ -512,10 +512,6 @@ class Records:
         mem = layout.take(mem, order)
         ker = self._ker
         if self.marked:
-            # kernels delivered before the markers after them: placed now
-            unknown = ker["queued"] == 0
-            if unknown.any():
-                ker["queued"] = np.where(unknown, self._launches(ker["correlation"]), ker["queued"])
             # a copy's issue is bracketed by the markers around it, whose host times are exact
             lo, hi = self._copy_bounds(mem["correlation"])
         else:
@@ -530,10 +526,11 @@ class Records:
         edge_k: list[int] = []  # copy calls as edges: the last record of each call wholly matched ...
         edge_h: list[int] = []  # ... and the call's host end
         for (s, e, expects, i), got in zip(flat, matched):
-            if got and -1 not in got:
+            whole = -1 not in got
+            if got and whole:
                 edge_k.append(max(got))  # (mem is in id order)
                 edge_h.append(e)
-            lost = tuple(x for x, k in zip(expects, got) if k < 0) if -1 in got else ()
+            lost = () if whole else tuple(x for x, k in zip(expects, got) if k < 0)
             for k in got:
                 if k >= 0:
                     h2d.setdefault(i, []).append(k)
@@ -542,8 +539,13 @@ class Records:
                     self.stats.unmatched_calls += 1
             if lost:
                 missing.setdefault(i, []).append((s, e, lost))
-        if self.marked and edge_k and self._copy_edges(mem["correlation"][edge_k], np.array(edge_h, dtype=np.int64)):
-            ker["queued"] = self._launches(ker["correlation"])  # placed again, among the new edges
+        if self.marked:
+            if edge_k and self._copy_edges(mem["correlation"][edge_k], np.array(edge_h, dtype=np.int64)):
+                ker["queued"] = self._launches(ker["correlation"])  # every kernel, among the new edges
+            else:  # kernels delivered before the markers after them: placed now
+                unknown = ker["queued"] == 0
+                if unknown.any():
+                    ker["queued"] = np.where(unknown, self._launches(ker["correlation"]), ker["queued"])
         # Kernels by the step window their launch fell in.
         wins = sorted((s, e, i, id(p.store)) for i, p in enumerate(ready) for s, e in p.windows)
         pick, group = _in_windows(ker, wins, self.snap if self.marked else None)
