@@ -12,7 +12,9 @@ loader are separate scenarios) and is driven by the hooks of ``profiler.capture.
   (bytes, ``copies``, call time, ``src_memory``);
 - a row closes at torch's optimizer step hook, for every batch in flight but the newest (a loop that
   fetches ahead: Accelerate, timm's prefetcher, Lightning on an iterable dataset), or at the next
-  ``next()`` once its batch's step ran (the loop written by hand); a loop with no optimizer step
+  ``next()`` once its batch's step ran (the loop written by hand); a step's rows are written at the
+  next ``next()``, and a later step before it (a GAN's second player) moves their end to it, with
+  its backward theirs too; a loop with no optimizer step
   closes a row at the ``next()`` after its batch's (one ``next()`` late, so that a first step can
   still claim it);
 - the batch's GPU compute runs from its last copy's end (or from the handoff, with no copy; in a
@@ -33,7 +35,7 @@ import sys
 import threading
 from time import perf_counter_ns
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
@@ -157,6 +159,21 @@ def _used_after_tent(rec: dict[str, Any]) -> bool:
     return bool(rec["call_e"] > rec["_tent"].host_ms)
 
 
+class _Ending(NamedTuple):
+    """A row an optimizer step ended, written at the next ``next()`` (``AutoSession._settle``): the
+    arguments of its ``AutoSession._close``. ``ended``: the step's mark, where its step ends; a later
+    step before that ``next()`` (a second optimizer of the same iteration) replaces it. None for a
+    row that ends at a moment already past (its tent, its training's end), which no step moves."""
+
+    prof: TransferProfiler
+    rec: dict[str, Any]
+    end: float
+    boundary: str
+    at_tent: bool
+    until: Mark | None
+    ended: Mark | None
+
+
 class AutoSession:
     """The recorders of one profiled program (see the module docstring)."""
 
@@ -204,6 +221,10 @@ class AutoSession:
         )
         # Batches fetched and not yet closed into rows, oldest first (profiler.capture.in_flight).
         self.flight: list[tuple[TransferProfiler, dict[str, Any]]] = []
+        # Rows the latest optimizer step ended, oldest first, written at the next next() (_settle):
+        # until then a later step is the same iteration's (a GAN's second player), and so is any
+        # backward (a loop that copied the next batch already took it for that batch's).
+        self._ending: list[_Ending] = []
         self.patterns = Patterns()
         self.steps = 0  # optimizer steps seen on the main thread
         self._last_close = float("-inf")  # host ms where the latest row closed
@@ -371,6 +392,8 @@ class AutoSession:
             self.cur = None
         if now is None:
             now = self._edge()  # after the NVTX pops, as the range's end: an nsys import's rows agree to us
+        if self._ending:
+            self._settle()
         keep = []
         for prof, rec in self.flight:
             if rec.get("_stepped"):
@@ -456,6 +479,11 @@ class AutoSession:
         (``perf_counter_ns``). Returns the batch's profiler and record where that end is to be
         marked (``trained``), else None."""
         before, self._last_backward = self._last_backward, started_ns / 1e6
+        if self._ending:
+            # After a step that ended rows, before any next(): a second loss of the batch that step
+            # trained on (a GAN's second player). Given to a batch copied ahead (a prefetcher), every
+            # later row shifted by one and the first read 0.4 ms; its row ends at the later step.
+            return None
         prof, newest = self.flight[-1]
         key = id(prof)
         owed = self._owed.get(key, 0)
@@ -525,7 +553,13 @@ class AutoSession:
         """torch's optimizer step hook: every batch in flight but the newest was consumed by a step
         that has now run, and closes; the newest alone was this step's, unless a step closed rows
         since it was fetched (a second optimizer of the same iteration)."""
-        if threading.get_ident() != self.main or not self.flight:
+        if threading.get_ident() != self.main:
+            return
+        if self._ending:
+            self.steps += 1
+            self._step_again()
+            return
+        if not self.flight:
             return
         self.steps += 1
         if len(self.flight) == 1:
@@ -537,7 +571,7 @@ class AutoSession:
                     # here, not with whatever the script does next (on the H200 the last row of the
                     # Accelerate and timm loops held the script's end: 2.4 and 2.0 times its kernels).
                     self.flight = []
-                    self._close(prof, rec, self._edge(), BY_STEP)
+                    self._end_at_step(prof, rec, self._edge())
                 else:
                     rec["_stepped"] = True
             return
@@ -557,7 +591,7 @@ class AutoSession:
                 twin: Mark | None = rec.pop("_twin", None)
                 if after is not None:
                     rec["_after"] = after
-                self._close(prof, rec, done.host_ms, BY_STEP, until=done)
+                self._ending.append(_Ending(prof, rec, done.host_ms, BY_STEP, True, done, None))
                 after = twin or Mark(done.host_ms, None)
                 continue
             if after is not None and prof is newest_prof and _trained(rec):
@@ -565,7 +599,7 @@ class AutoSession:
             if later_trained and not _trained(rec) and "_tent" in rec and not _used_after_tent(rec):
                 # Not trained, and a later batch of its loader was: passed over (a loop that skips a
                 # bad batch). Its row ends at the next() after it, not with the later batch's step.
-                self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
+                self._ending.append(_Ending(prof, rec, rec["_tent"].host_ms, BY_NEXT, True, None, None))
                 continue
             if prof is newest_prof and "_back" in rec and "_tent" in rec and not _used_after_tent(rec):
                 # Trained on (its backward) before the next() after it, and no step came between: a
@@ -573,7 +607,7 @@ class AutoSession:
                 # Its row ends at that next(). Read as a loop fetching ahead, every later row of a
                 # plain loop held the next batch's step (an accumulation every second batch: rows
                 # of 32, 0.1, 10.4, 0.0 ms for 10, 20, 30, 10; one skipped step shifted all rows after).
-                self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
+                self._ending.append(_Ending(prof, rec, rec["_tent"].host_ms, BY_NEXT, True, None, None))
                 continue
             if prof is newest_prof:
                 ahead = True
@@ -582,9 +616,9 @@ class AutoSession:
                 # Another loader's batch, copied (if at all) before the next() that came after it, and
                 # left: Lightning's sanity check leaves its second validation batch in flight, with no
                 # StopIteration. Its row ends at that next(), not with this step, which is not its.
-                self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
+                self._ending.append(_Ending(prof, rec, rec["_tent"].host_ms, BY_NEXT, True, None, None))
                 continue
-            self._close(prof, rec, now, BY_STEP)
+            self._end_at_step(prof, rec, now)
         self.flight = [self.flight[-1]]
         if after is not None:
             newest["_after"] = after
@@ -608,6 +642,35 @@ class AutoSession:
             else:
                 newest["comp_s"] = now
 
+    def _end_at_step(self, prof: TransferProfiler, rec: dict[str, Any], now: float) -> None:
+        """The batch's row ends at this optimizer step (host ms ``now``), unless a later step of the
+        same iteration comes before the next ``next()`` (``_step_again``)."""
+        self._ending.append(_Ending(prof, rec, now, BY_STEP, False, None, Mark(now, self._mark(prof, rec))))
+
+    def _step_again(self) -> None:
+        """An optimizer step after the one that ended rows, with no ``next()`` between: the same
+        iteration's (a GAN's second player steps after the first). The rows that step ended end here
+        instead; the newest batch's step, started at that step, starts here."""
+        now = self._edge()
+        for i, ending in enumerate(self._ending):
+            if ending.ended is not None:
+                _release(ending.prof, ending.ended)
+                self._ending[i] = ending._replace(end=now, ended=Mark(now, self._mark(ending.prof, ending.rec)))
+        if self.flight and not self._fetched_since_step:
+            prof, newest = self.flight[-1]
+            if "_calls" in newest:
+                return  # CUPTI: its window starts where the rows before it end (_close's batch_s)
+            if self.cuda:
+                record(newest["_comp_start"], current_stream(prof._index))
+            else:
+                newest["comp_s"] = now
+
+    def _settle(self) -> None:
+        """Write the rows the latest step ended (a ``next()`` came, or the run ends), in order."""
+        ending, self._ending = self._ending, []
+        for e in ending:
+            self._close(e.prof, e.rec, e.end, e.boundary, at_tent=e.at_tent, until=e.until, ended=e.ended)
+
     def _close(
         self,
         prof: TransferProfiler,
@@ -617,15 +680,20 @@ class AutoSession:
         at_tent: bool = False,
         start: Mark | None = None,
         until: Mark | None = None,
+        ended: Mark | None = None,
     ) -> None:
         """The batch's row ends at ``end`` (host ms): its step timed by the batch's clock, and the row
         committed. ``at_tent``: it ends at its tentative end, whose event marks its compute's end.
-        ``start``: where its step starts, for a row closed at a ``next()`` (``_ahead``)."""
+        ``start``: where its step starts, for a row closed at a ``next()`` (``_ahead``). ``until``, a
+        window's batch, and ``ended``, an optimizer step's row: the mark where its step ends (its
+        event recorded then), ``until`` also leaving out the later batches' fetches and copies."""
         tent: Mark | None = rec.pop("_tent", None)
         ahead: Mark | None = rec.pop("_ahead", None)
         first_tent = tent  # where a batch trained after it starts its step (below)
         if until is not None:  # its step ends at ``until`` (a window's batch: its training's end)
             tent, at_tent = until, True
+        elif ended is not None:  # its step ends at ``ended`` (the optimizer step's mark: _end_at_step)
+            tent, at_tent = ended, True
         _drop_done(prof, rec)  # a training end not used as this row's end
         after: Mark | None = rec.pop("_after", None)  # the batch before in its window ended training here
         bumped: Mark | None = rec.pop("_bump", None)

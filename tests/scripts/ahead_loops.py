@@ -29,7 +29,9 @@ while it finds its scale); ``--clip`` clips the gradients' norm before each step
 scripts do; ``--pass-over B,...`` makes the plain loop drop those batches before their copy;
 ``--backwards N`` backpropagates each batch's loss N times before its step (two losses, or a batch in
 chunks); ``--optimizers 2`` (loops written by hand) steps a first optimizer after the backward, then
-backpropagates a second loss of the same batch and steps the second (a GAN's two players).
+backpropagates a second loss of the same batch and steps the second (a GAN's two players): each
+player's work is half the batch's k units, so a row that lost the second player's, or took its
+neighbour's, is off by at least half a unit.
 
 With ``--eval`` each loop evaluates instead: the step is the forward under ``torch.no_grad()``, with
 no backward and no optimizer step (rows then end at a ``next()``).
@@ -127,9 +129,9 @@ def main() -> None:
     first = torch.optim.SGD(model.parameters(), lr=0.01)  # --optimizers 2
     weight = torch.rand(2048, 2048, device=dev) / 1024 if args.matmuls else None  # products stay near 1
 
-    def work(k: int, x: torch.Tensor) -> torch.Tensor:
+    def work(k: int, x: torch.Tensor, share: float = 1.0) -> torch.Tensor:
         if unit_ms:
-            time.sleep(k * unit_ms / 1e3)
+            time.sleep(share * k * unit_ms / 1e3)
         loss = model(x).sum()
         if weight is not None:
             y = weight
@@ -152,12 +154,13 @@ def main() -> None:
             with torch.no_grad():
                 work(int(batch["k"][0]), batch["x"]).item()
             return
-        loss = work(int(batch["k"][0]), batch["x"])
+        share = 1.0 / args.optimizers  # --optimizers 2: each player does half the batch's work
+        loss = work(int(batch["k"][0]), batch["x"], share)
         backward(loss)
         if args.optimizers == 2:
             first.step()
             first.zero_grad()
-            model(batch["x"]).sum().backward()
+            work(int(batch["k"][0]), batch["x"], share).backward()
         done[0] += 1
         if done[0] % args.accumulate == 0 and done[0] - 1 not in skipped:
             if args.clip:

@@ -11,6 +11,10 @@ validation batches before the first training batch, the second left in flight (n
 
 With ``--accumulate N``, ``accumulate_grad_batches=N``: an optimizer step every N batches (``--steps``
 counts optimizer steps, so N times as many batches run).
+
+With ``--gan``, a GAN's training step by Lightning's manual optimization: a critic's loss backpropagated
+(``manual_backward``) and its optimizer stepped, then the generator's; each player sleeps half of the
+batch's k units (``--steps`` still counts batches).
 """
 
 from __future__ import annotations
@@ -56,6 +60,31 @@ class Tiny(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+class Gan(Tiny):
+    """Two players, each with its optimizer, stepped by hand (``automatic_optimization`` off): the
+    critic's backward and step, then the generator's, each half the batch's k units."""
+
+    def __init__(self, unit_ms: float) -> None:
+        super().__init__(unit_ms=unit_ms)
+        self.automatic_optimization = False
+        self.critic = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 1))
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:  # type: ignore[override]
+        x, _ = batch
+        k = int(x[0, 0, 0, 0]) if self.unit_ms else 0
+        optimizers = self.optimizers()
+        assert isinstance(optimizers, list)  # the two of configure_optimizers
+        generator, critic = optimizers
+        for opt, net in ((critic, self.critic), (generator, self.net)):
+            time.sleep(k * self.unit_ms / 2e3)
+            opt.zero_grad()
+            self.manual_backward(net(x).mean())
+            opt.step()
+
+    def configure_optimizers(self) -> list[torch.optim.Optimizer]:  # type: ignore[override]
+        return [torch.optim.SGD(self.net.parameters(), lr=0.1), torch.optim.SGD(self.critic.parameters(), lr=0.1)]
+
+
 class Stream(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
     """A dataset's samples in order, with no ``__len__``: Lightning's fetcher then runs one batch ahead."""
 
@@ -77,6 +106,7 @@ def main() -> None:
     p.add_argument("--val", action="store_true", help="a validation loader, with the default sanity check")
     p.add_argument("--matmuls", type=int, default=0, help="step of batch b runs (b %% 4 + 1) x this matmuls")
     p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches: an optimizer step every N")
+    p.add_argument("--gan", action="store_true", help="two players stepped by hand (manual optimization)")
     args = p.parse_args()
     callbacks: list[Any] = []
     if args.callback_out:
@@ -90,7 +120,7 @@ def main() -> None:
     data = TensorDataset(images, torch.randint(0, 10, (200,), generator=gen))
     loader = DataLoader(Stream(data) if args.iterable else data, batch_size=args.batch_size, num_workers=0)
     trainer = L.Trainer(
-        max_steps=args.steps,
+        max_steps=2 * args.steps if args.gan else args.steps,  # a GAN's batch steps both optimizers
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -100,7 +130,8 @@ def main() -> None:
         callbacks=callbacks,
     )
     val = DataLoader(TensorDataset(images[:64], data.tensors[1][:64]), batch_size=16) if args.val else None
-    trainer.fit(Tiny(args.raise_at, args.unit_ms, args.matmuls), loader, val)
+    model = Gan(args.unit_ms) if args.gan else Tiny(args.raise_at, args.unit_ms, args.matmuls)
+    trainer.fit(model, loader, val)
     print(f"fit {trainer.global_step} steps")
 
 
