@@ -8,8 +8,9 @@ Methods (columns of bandwidth.csv: method, bytes, ms (median per copy), GBps (1e
     pin_memory     ``Tensor.pin_memory()`` (allocation from torch's cached host allocator + copy)
 GPU copies are timed with CUDA events around ``k`` back-to-back copies (k grows as sizes shrink, so
 submission latency is amortised away); host copies with ``perf_counter``. Every source holds random
-bytes (never zeros), two sources alternate so small sizes do not time a cache, two warm-up rounds
-come first, and each figure is the median of ``repeats`` rounds.
+bytes (never zeros), two sources alternate so small sizes do not time a cache, the link is kept busy
+first (``LINK_WARM_S``: a link that idled comes back slowly), two warm-up rounds follow, and each
+figure is the median of ``repeats`` rounds.
 """
 
 from __future__ import annotations
@@ -56,6 +57,26 @@ def _random(nbytes: int, pin: bool = False, device: torch.device | None = None) 
     return t.pin_memory() if pin else t
 
 
+# How long sustained pinned copies run before a size is timed. A link that idled runs its first copies
+# slowly: on an H100 (2026-12-06, `pytest -m gpu tests`) the 1 MiB copies of a test that began after
+# seconds of host work read 0.080 ms in CUPTI's own records against 0.0215 later in the same run, and a
+# calibration made then put the pinned rate at 13 GB/s for 1 MiB, 12 GB/s for 4 MiB and 20 GB/s for
+# 16 MiB against 54 GB/s at 64 MiB; the calibration is cached, so a split made with it stays wrong.
+LINK_WARM_S = 0.25
+WARM_BYTES = 64 * MiB
+
+
+def _warm_link(device: torch.device, stream: torch.cuda.Stream) -> None:
+    """Pinned host-to-device copies of ``WARM_BYTES``, back to back for ``LINK_WARM_S``."""
+    src = _random(WARM_BYTES, pin=True)
+    dst = torch.empty(WARM_BYTES, dtype=torch.uint8, device=device)
+    until = time.perf_counter() + LINK_WARM_S
+    with torch.cuda.stream(stream):
+        while time.perf_counter() < until:
+            dst.copy_(src, non_blocking=True)
+            stream.synchronize()
+
+
 def _per_copy_ms(k: int, copy: Callable[[int], object], gpu: bool, stream: torch.cuda.Stream | None) -> float:
     if gpu:
         assert stream is not None
@@ -92,6 +113,7 @@ def measure(
         "pin_memory": (lambda i: pageable[i % 2].pin_memory(), False),
     }
     rows: list[dict[str, float | str | int]] = []
+    _warm_link(device, stream)  # after the allocations above (pinning a large source takes a while)
     for method in methods:
         copy, gpu = ops[method]
         for _ in range(2):
