@@ -62,6 +62,8 @@ log="$OUT/gpu_check.log"
                --batch-size 96 --image-size 224 --dataset-size 7000 --num-workers 12 --cpu-work-ms 0 --compute-ms 1 \
                --batches 60 ;;
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
+      # Pinned copies after the link idled, without and with bandwidth.measure's sustained warm-up.
+      link-warm) timeout 90 python3 scripts/bench_link_warmup.py ;;
       # The CUPTI backend: a recording for the CPU tests (tests/data/h200_cupti), its agreement with
       # torch.profiler, and its cost against the events' side by side.
       record-cupti) timeout 120 python3 scripts/record_cupti.py --out "$OUT/record-cupti" ;;
