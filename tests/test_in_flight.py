@@ -188,18 +188,21 @@ def test_two_backwards_of_one_batch_keep_each_row_on_its_own_batch(tmp_path: Pat
     assert seen["pattern"] == pattern
 
 
+@pytest.mark.parametrize("same", [False, True])
 @pytest.mark.parametrize(
     ("loop", "pattern"), [("plain", "plain"), ("fetch-ahead", "fetch-ahead"), ("prefetcher", "device-prefetch")]
 )
-def test_two_optimizers_a_batch_keep_each_row_on_its_own_batch(tmp_path: Path, loop: str, pattern: str) -> None:
+def test_two_optimizer_steps_a_batch_keep_each_row_on_its_own_batch(
+    tmp_path: Path, loop: str, pattern: str, same: bool
+) -> None:
     """A GAN's two players: a backward, a first optimizer's step, a second loss's backward, a second
-    step, each player half the batch's k units (``--optimizers 2``). The first step closed the row: a
-    loop that fetches ahead lost the second player's half (21, 41, 61, 81 ms for 40 to 160), and a
-    prefetcher gave that backward to the next batch, copied already (22, 21, 82, 122, 162: shifted
-    by one) at ``0d1e768``."""
+    step, each player half the batch's k units (``--optimizers 2``); or one optimizer stepped twice
+    (``--same-optimizer``). The first step closed the row: a loop that fetches ahead lost the second
+    half (21, 41, 61, 81 ms for 40 to 160), and a prefetcher gave that backward to the next batch,
+    copied already (22, 21, 82, 122, 162: shifted by one) at ``0d1e768``."""
     out = tmp_path / "r"
     script = [str(SCRIPTS / "ahead_loops.py"), "--loop", loop, "--unit-ms", str(UNIT_MS), "--optimizers", "2"]
-    run = profile(out, *script)
+    run = profile(out, *script, *(["--same-optimizer"] if same else []))
     assert run.returncode == 0, run.stderr[-3000:]
     tl = read_timeline(out)
     assert len(tl) == 8 and list(tl.batch) == list(range(8))

@@ -31,7 +31,8 @@ scripts do; ``--pass-over B,...`` makes the plain loop drop those batches before
 chunks); ``--optimizers 2`` (loops written by hand) steps a first optimizer after the backward, then
 backpropagates a second loss of the same batch and steps the second (a GAN's two players): each
 player's work is half the batch's k units, so a row that lost the second player's, or took its
-neighbour's, is off by at least half a unit.
+neighbour's, is off by at least half a unit; with ``--same-optimizer`` one optimizer steps twice (two
+updates on one batch, as PPO's epochs over a rollout make).
 
 With ``--eval`` each loop evaluates instead: the step is the forward under ``torch.no_grad()``, with
 no backward and no optimizer step (rows then end at a ``next()``).
@@ -111,6 +112,7 @@ def main() -> None:
     p.add_argument("--clip", action="store_true", help="clip_grad_norm_ before each optimizer step")
     p.add_argument("--pass-over", default="", help="plain: batches passed over before their copy, comma-separated")
     p.add_argument("--backwards", type=int, default=1, help="backward calls a batch (two losses, or chunks)")
+    p.add_argument("--same-optimizer", action="store_true", help="--optimizers 2: one optimizer steps twice")
     p.add_argument(
         "--optimizers",
         type=int,
@@ -158,8 +160,8 @@ def main() -> None:
         loss = work(int(batch["k"][0]), batch["x"], share)
         backward(loss)
         if args.optimizers == 2:
-            first.step()
-            first.zero_grad()
+            (opt if args.same_optimizer else first).step()
+            (opt if args.same_optimizer else first).zero_grad()
             work(int(batch["k"][0]), batch["x"], share).backward()
         done[0] += 1
         if done[0] % args.accumulate == 0 and done[0] - 1 not in skipped:
