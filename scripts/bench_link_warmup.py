@@ -3,10 +3,10 @@
 the link busy for ``LINK_WARM_S`` before it times a size) reads them at full speed.
 
 Each line is one size's median per-copy time and rate (k back-to-back pinned copies between CUDA
-events, median of 5 rounds after 2 warm-up rounds, as ``measure`` times them), after ``--idle`` seconds
-of no GPU work: first without the sustained warm-up (``cold``: what the calibration did before
-``72147a3``), then through ``measure``, then cold again. On an idle-sensitive link the cold lines read
-the small sizes slower than the ``measure`` lines.
+events, median of 5 rounds after 2 warm-up rounds: ``bandwidth.measure``), after ``--idle`` seconds of
+no GPU work: first without the sustained warm-up (``cold``, ``warm_link=False``: what the calibration
+did before ``72147a3``), then with it, then cold again. On an idle-sensitive link the cold lines read
+the small sizes slower than the ``measure`` lines (``warm_link=True``).
 
     python scripts/bench_link_warmup.py [--idle 5]
 """
@@ -24,26 +24,10 @@ from profiler.units import MiB
 SIZES = (1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB)
 
 
-def cold(label: str, dev: torch.device) -> None:
-    """The sizes in turn with only ``measure``'s own two warm-up rounds, not the sustained copies."""
-    stream = torch.cuda.Stream(dev)
+def timed(label: str, dev: torch.device, warm_link: bool) -> None:
+    """One line a size: ``measure``'s pinned copy time and rate, with or without the sustained copies."""
     for n in SIZES:
-        src = [bandwidth._random(n, pin=True) for _ in range(2)]
-        dst = torch.empty(n, dtype=torch.uint8, device=dev)
-        k = max(1, min(50, (64 * MiB) // n))
-
-        def copy(i: int, dst: torch.Tensor = dst, src: list[torch.Tensor] = src) -> object:
-            return dst.copy_(src[i % 2], non_blocking=True)
-
-        for _ in range(2):
-            bandwidth._per_copy_ms(k, copy, True, stream)
-        ms = sorted(bandwidth._per_copy_ms(k, copy, True, stream) for _ in range(5))[2]
-        print(f"{label}: {n // MiB} MiB {ms:.4f} ms {n / ms / 1e6:.1f} GB/s", flush=True)
-
-
-def warm(label: str, dev: torch.device) -> None:
-    for n in SIZES:
-        (row,) = bandwidth.measure(n, ("pinned_h2d",), dev)
+        (row,) = bandwidth.measure(n, ("pinned_h2d",), dev, warm_link=warm_link)
         print(f"{label}: {n // MiB} MiB {float(row['ms']):.4f} ms {float(row['GBps']):.1f} GB/s", flush=True)
 
 
@@ -54,9 +38,9 @@ def main() -> None:
     dev = torch.device("cuda")
     torch.zeros(1, device=dev)
     print(f"{torch.cuda.get_device_name(dev)}; {args.idle:g} s idle before each pass", flush=True)
-    for label, run in (("cold", cold), ("measure", warm), ("cold again", cold)):
+    for label, warm_link in (("cold", False), ("measure", True), ("cold again", False)):
         time.sleep(args.idle)
-        run(label, dev)
+        timed(label, dev, warm_link)
 
 
 if __name__ == "__main__":

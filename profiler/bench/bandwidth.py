@@ -95,9 +95,10 @@ def _per_copy_ms(k: int, copy: Callable[[int], object], gpu: bool, stream: torch
 
 
 def measure(
-    nbytes: int, methods: Sequence[str], device: torch.device, repeats: int = 5
+    nbytes: int, methods: Sequence[str], device: torch.device, repeats: int = 5, warm_link: bool = True
 ) -> list[dict[str, float | str | int]]:
-    """One row per method for this size."""
+    """One row per method for this size (``warm_link`` False: without the sustained copies first, as
+    ``scripts/bench_link_warmup.py`` times a cold link)."""
     k = max(1, min(50, (64 * MiB) // nbytes))
     stream = torch.cuda.Stream(device)
     pageable = [_random(nbytes), _random(nbytes)]
@@ -113,7 +114,8 @@ def measure(
         "pin_memory": (lambda i: pageable[i % 2].pin_memory(), False),
     }
     rows: list[dict[str, float | str | int]] = []
-    _warm_link(device, stream)  # after the allocations above (pinning a large source takes a while)
+    if warm_link:
+        _warm_link(device, stream)  # after the allocations above (pinning a large source takes a while)
     for method in methods:
         copy, gpu = ops[method]
         for _ in range(2):
