@@ -636,11 +636,18 @@ class AutoSession:
         self._fetched_since_step = False
         # The newest batch's step starts now: copies it had already (a device prefetcher) ran under the
         # step just closed; copies it makes later move the start on, as in any batch.
-        if "_calls" not in newest:
-            if self.cuda:
-                record(newest["_comp_start"], current_stream(newest_prof._index))
-            else:
-                newest["comp_s"] = now
+        self._start_step(newest_prof, newest, now)
+
+    def _start_step(self, prof: TransferProfiler, rec: dict[str, Any], now: float) -> None:
+        """The batch's step starts now (host ms): its start event on the current stream, or its host
+        start; nothing for a batch CUPTI times (its window starts where the rows before it end:
+        ``_close``'s ``batch_s``)."""
+        if "_calls" in rec:
+            return
+        if self.cuda:
+            record(rec["_comp_start"], current_stream(prof._index))
+        else:
+            rec["comp_s"] = now
 
     def _end_at_step(self, prof: TransferProfiler, rec: dict[str, Any], now: float) -> None:
         """The batch's row ends at this optimizer step (host ms ``now``), unless a later step of the
@@ -657,13 +664,7 @@ class AutoSession:
                 _release(ending.prof, ending.ended)
                 self._ending[i] = ending._replace(end=now, ended=Mark(now, self._mark(ending.prof, ending.rec)))
         if self.flight and not self._fetched_since_step:
-            prof, newest = self.flight[-1]
-            if "_calls" in newest:
-                return  # CUPTI: its window starts where the rows before it end (_close's batch_s)
-            if self.cuda:
-                record(newest["_comp_start"], current_stream(prof._index))
-            else:
-                newest["comp_s"] = now
+            self._start_step(*self.flight[-1], now)
 
     def _settle(self) -> None:
         """Write the rows the latest step ended (a ``next()`` came, or the run ends), in order."""
