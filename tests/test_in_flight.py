@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 import torch
 
-from profiler.capture import auto_hooks
+from profiler.capture import auto_hooks, auto_session
 from profiler.capture.auto_session import AutoSession
-from profiler.capture.in_flight import Patterns, owner, storages
+from profiler.capture.in_flight import HOLD, Patterns, owner, storages
 from profiler.report.files import read_timeline
 
 HERE = Path(__file__).parent
@@ -220,7 +220,8 @@ def test_a_window_of_batches_fetched_before_any_is_trained_keeps_each_row_on_its
     each, then steps (``ahead_loops.py --loop window``). Closed at the next ``next()``, the first batch
     of each window read 0 and the rest held their neighbours' (``--accumulate 2``: 123, 0, 161, 0 ms).
     Each batch's backward now ends its row. The first window, fetched whole before any backward was
-    seen, is the loop's start-up: with 4 batches its first two rows close at their ``next()``."""
+    seen, is the loop's start-up: with 4 batches its first two rows close at their ``next()`` (a loop
+    written by hand is not known to fetch windows; the Trainer's is, below)."""
     out = tmp_path / "r"
     run = profile(
         out, str(SCRIPTS / "ahead_loops.py"), "--loop", "window", "--unit-ms", str(UNIT_MS), "--accumulate", str(window)
@@ -241,15 +242,17 @@ def test_the_hugging_face_trainer_keeps_each_row_on_its_own_batch(tmp_path: Path
     """The real ``transformers.Trainer`` (``tests/scripts/hf_trainer.py``, a tiny model of its own):
     with ``gradient_accumulation_steps`` it fetches a window's batches before it trains on any. Before
     the backward hook, ``--accumulate 2`` read 0, 82, 0, 162, 0, 82, 0, 163 ms for 40, 80, 120, 160.
-    The first window is the run's start-up (fetched whole before any backward was seen: its rows
-    before the last close at their ``next()``); every row after it is its own batch's step."""
+    The first window, fetched before any backward was seen, is held open (``in_flight.HOLD``): closed
+    at its ``next()``, ``--accumulate 4`` read 0.2, 0.1, 0.1 ms with 3 copies for the first three
+    rows and 15 copies in the fifth, at ``8edc343``. Each batch has six copies (three by Accelerate's
+    loader, three by the Trainer)."""
     pytest.importorskip("transformers")
     out = tmp_path / "r"
     run = profile(out, str(SCRIPTS / "hf_trainer.py"), "--accumulate", str(accumulate), "--unit-ms", str(UNIT_MS))
     assert run.returncode == 0, run.stderr[-3000:]
     tl = read_timeline(out)
-    assert len(tl) == 8
-    for b in range(accumulate, 8):
+    assert len(tl) == 8 and (tl.copies == 6).all(), list(tl.copies)
+    for b in range(8):
         k = b % 4 + 1
         got = float(tl.compute_ms.iloc[b])
         assert k * UNIT_MS - 1 <= got <= k * UNIT_MS + 0.75 * UNIT_MS, (b, k, list(tl.compute_ms.round(1)))
@@ -456,6 +459,68 @@ def _loop(order: str, steps: bool) -> tuple[pd.DataFrame, dict[str, Any]]:
         auto_hooks.stop()
     assert auto_hooks.failure is None
     return session.close(), session.patterns.summary()
+
+
+def _windows(monkeypatch: pytest.MonkeyPatch, batches: int, window: int | None, unit: float) -> pd.DataFrame:
+    """``batches`` batches of a loader taken for one that fetches windows (``fetches_windows``, as the
+    Trainer's ``get_batch_samples``): ``window`` batches fetched, then each copied and slept on for
+    k = b % 4 + 1 units of ``unit`` ms, trained (a backward), and an optimizer step after the window;
+    ``window`` None: one by one, no backward, no step (an evaluation loop). The session's timeline."""
+    monkeypatch.setattr(auto_session, "fetches_windows", lambda: True)
+    data = torch.utils.data.TensorDataset(torch.rand(batches, 3))
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    session = AutoSession("cpu", nvtx=False)
+    auto_hooks.start(session)
+    b = 0
+    try:
+        it = iter(torch.utils.data.DataLoader(data, batch_size=1))
+        while got := [w for w in (next(it, None) for _ in range(window or 1)) if w is not None]:
+            for (x,) in got:
+                y = x.to("cpu")
+                time.sleep((b % 4 + 1) * unit / 1e3)
+                if window is not None:
+                    model(y).sum().backward()
+                b += 1
+            if window is not None:
+                opt.step()
+                opt.zero_grad()
+    finally:
+        auto_hooks.stop()
+    assert auto_hooks.failure is None
+    return session.close()
+
+
+def _own_rows(tl: pd.DataFrame, unit: float) -> None:
+    """Each row is its own batch's: one copy, k units of compute, and no overlap with the row before."""
+    assert list(tl.batch) == list(range(len(tl))) and (tl.copies == 1).all(), list(tl.copies)
+    for b, got in enumerate(tl.compute_ms):
+        k = b % 4 + 1
+        assert k * unit - 1 <= got <= k * unit + 0.75 * unit, (b, k, list(tl.compute_ms.round(1)))
+    starts, ends = tl.batch_start_ms.to_numpy(), tl.batch_end_ms.to_numpy()
+    assert (starts[1:] >= ends[:-1] - 1e-3).all()
+
+
+@pytest.mark.parametrize("window", [2, 4])
+def test_the_first_window_of_a_loader_that_fetches_windows_is_held_open(
+    monkeypatch: pytest.MonkeyPatch, window: int
+) -> None:
+    """A loader known to fetch a window before training it (the Trainer's; here any loader, taken for
+    one) holds the batches a ``next()`` would end untrained before the first step: the first window's
+    rows are their own batches' too. Without the hold, the first window of 4 read 0.0 ms of compute
+    for its first two rows, with no copy."""
+    unit = 20.0
+    _own_rows(_windows(monkeypatch, 8, window, unit), unit)
+
+
+def test_a_loader_that_fetches_windows_and_never_trains_lets_its_held_rows_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No backward in ``HOLD`` batches (an evaluation through the same loader): the held rows end where
+    the ``next()`` after each ended them, with their own forwards and no overlap, and the loader holds
+    no more."""
+    unit = 10.0
+    tl = _windows(monkeypatch, HOLD + 8, None, unit)
+    assert len(tl) == HOLD + 8
+    _own_rows(tl, unit)
 
 
 class _SlowEnd(torch.utils.data.DataLoader):  # type: ignore[type-arg]

@@ -45,7 +45,7 @@ from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.devices import resolve_device
-from profiler.capture.in_flight import BY_NEXT, BY_STEP, LOOKS, Mark, Patterns, owner, storages
+from profiler.capture.in_flight import BY_NEXT, BY_STEP, HOLD, LOOKS, Mark, Patterns, owner, storages
 from profiler.capture.loop import arrived, fetch_begin, fetch_end
 from profiler.capture.nvtx import NvtxEmitter
 from profiler.capture.phases import account
@@ -91,6 +91,22 @@ def calling_framework() -> str | None:
             return "lightning" if top == "pytorch_lightning" else top
         frame = frame.f_back
     return None
+
+
+def fetches_windows() -> bool:
+    """Whether the loader's ``next()`` was called to fetch a window of batches before any is trained:
+    Hugging Face's ``Trainer.get_batch_samples`` (``gradient_accumulation_steps``), a few frames up
+    from the hooks' callers, as ``calling_framework`` looks."""
+    frame: FrameType | None = sys._getframe(3)
+    for _ in range(10):
+        if frame is None:
+            break
+        if frame.f_code.co_name == "get_batch_samples" and str(frame.f_globals.get("__name__", "")).startswith(
+            "transformers."
+        ):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def copy_mode(pinned: bool, non_blocking: bool) -> Mode:
@@ -157,6 +173,18 @@ def _used_after_tent(rec: dict[str, Any]) -> bool:
     """Whether the batch was copied after the ``next()`` that gave it its tentative end (``_tent``):
     it was still in use then, and that ``next()`` is not where its row ends."""
     return bool(rec["call_e"] > rec["_tent"].host_ms)
+
+
+class _NextEnd(NamedTuple):
+    """Where a ``next()`` ends a batch that no step claimed (``AutoSession._end_at_next``): the
+    arguments of its ``AutoSession._close``, and the loop's pattern it showed (None: none). A held
+    batch's row still starts where the row closed before it ended (``_close``): held batches are let
+    go in the order they came."""
+
+    end: float
+    at_tent: bool
+    start: Mark | None
+    pattern: str | None
 
 
 class _Ending(NamedTuple):
@@ -235,6 +263,9 @@ class AutoSession:
         self._ahead: dict[int, str] = {}  # loaders of a framework that fetches ahead: their pattern
         self._training: set[int] = set()  # loaders (their profiler's id) whose batches a backward trained
         self._owed: dict[int, int] = {}  # per loader: its batches closed untrained, whose backward may come
+        self._windowed: set[int] = set()  # loaders that fetch a window before training it (fetches_windows)
+        self._unheld: set[int] = set()  # windowed loaders that held HOLD batches with no backward
+        self._let_go_all = False  # the held batches close at the next batch's arrival (_at_next)
         self._last_backward = float("-inf")  # host ms where the latest backward on the main thread began
         self._raised: dict[str, Any] | None = None  # the newest batch in flight when a next() last raised
         if journal is not None:
@@ -273,6 +304,8 @@ class AutoSession:
             )
             prof._begin(())
             self.profs[id(dataset)] = prof
+            if fetches_windows():
+                self._windowed.add(id(prof))
             ahead = FETCHES_AHEAD.get(cfg["framework"] or "")
             if ahead is not None:
                 self._ahead[id(prof)] = ahead
@@ -282,7 +315,9 @@ class AutoSession:
     def begin(self, it: Any) -> tuple[TransferProfiler, dict[str, Any]] | None:
         """Before the loader's real ``__next__``: rows close where this ``next()`` ends them, this
         loader's next batch starts (None once ``limit`` batches of it were recorded)."""
-        self._at_next()
+        # the loader's profiler if it has one (a new loader has no batch to hold): none is made for a
+        # loader whose first next() ends a tune trial
+        self._at_next(fetching=self.profs.get(id(getattr(it, "_dataset", it))))
         if self.stop_after is not None and self.batches >= self.stop_after + self.trial_extra:
             raise TrialDone(f"{self.batches} batches recorded")
         self._fetched_since_step = True
@@ -305,6 +340,12 @@ class AutoSession:
         """After it returned ``batch``: the fetch's end, the pin, the compute's start; the batch is
         the current one, in flight."""
         fetch_end(prof, rec)
+        if self._let_go_all:
+            # Here, not in the next(): the closing is pinprof's own time of this batch (pinprof_ms),
+            # so inside its row. Done before the next() began, HOLD rows closed at once on the CPU
+            # machine in 0.2 ms, more than that batch's whole row, before its start.
+            self._let_go_all = False
+            self.flight = [(p, r) for p, r in self.flight if "_held" not in r or not self._let_go(p, r)]
         arrived(rec, batch)
         rec["batch_s"] = rec["fetch_s"]
         # Another batch may come into flight before this one's copies: a copy is then of either, or of
@@ -378,11 +419,14 @@ class AutoSession:
             return False
 
     # -- rows: where a batch ends (profiler.capture.in_flight) ----------------------------------------
-    def _at_next(self, now: float | None = None) -> None:
-        """A ``next()`` of any loader: the current batch stops being current; a batch whose step ran
-        closes now; one with no step since it was fetched gets this as its end if no step claims it
-        (``_tent``); one that had such an end already closes there (no optimizer: the ``next()``
-        after it was its boundary)."""
+    def _at_next(self, now: float | None = None, fetching: TransferProfiler | None = None) -> None:
+        """A ``next()`` of any loader (``fetching``; None at the run's end): the current batch stops
+        being current; a batch whose step ran closes now; one with no step since it was fetched gets
+        this as its end if no step claims it (``_tent``); one that had such an end already closes
+        there (no optimizer: the ``next()`` after it was its boundary), or, before the first optimizer
+        step, in a loader that fetches windows (``fetches_windows``), is held open with that end
+        (``_held``) while its loader fetches on: a window fetched before any of it is trained
+        (``HOLD``)."""
         if self.cur is not None:
             prof = self.cur[0]
             if prof.nvtx.active:
@@ -394,6 +438,10 @@ class AutoSession:
             now = self._edge()  # after the NVTX pops, as the range's end: an nsys import's rows agree to us
         if self._ending:
             self._settle()
+        # before the first step, a loader that fetches windows, not seen to train, holds its batches (HOLD)
+        hold = bool(self._windowed) and not self.steps and fetching is not None and id(fetching) in self._windowed
+        hold = hold and id(fetching) not in self._training and id(fetching) not in self._unheld
+        held = 0
         keep = []
         for prof, rec in self.flight:
             if rec.get("_stepped"):
@@ -404,36 +452,56 @@ class AutoSession:
                 # batch of each window read 0 (tests/scripts/ahead_loops.py --loop window).
                 keep.append((prof, rec))
             elif "_tent" in rec:
-                if not _trained(rec):
-                    # closed untrained, its loader not seen to train (the branch above keeps the
-                    # others): if a backward comes next, it is this batch's (a first window fetched
-                    # whole; ``backward``)
-                    self._owed[id(prof)] = self._owed.get(id(prof), 0) + 1
-                ahead = self._ahead.get(id(prof)) if self._ahead else None
-                if ahead is None:
-                    ahead = rec.get("_trained")  # a hand-written loop that fetches ahead: its backward said so
-                if ahead is not None:
-                    # A loader that fetches ahead, and no optimizer step since this batch's tentative
-                    # end (an evaluation loop, or gradient accumulation): the next() that gave it that
-                    # end fetched the batch after it, before this one was handed out, so its step ran
-                    # since, and this next() is its end. Closed at that tent, Accelerate's rows held
-                    # nothing (compute_ms 0.0) and timm's the batch before's step
-                    # (tests/scripts/ahead_loops.py --eval, --accumulate 2). Its step starts after the
-                    # next batch's fetch; the last batch, with none after it, was handed out after the
-                    # next() that ended the one before (its tent).
-                    self.patterns.saw(str(prof.scenario), ahead)
-                    self._close(prof, rec, now, BY_NEXT, start=rec.get("_ahead") or rec["_tent"])
-                elif _used_after_tent(rec):
-                    # Still in use after the next() that gave it that end, so its row ends now. An
-                    # evaluation loop that copies batch n after fetching n+1 (Lightning's fetcher on a
-                    # dataset of no length) closed n at that fetch: every compute_ms was negative.
-                    self._close(prof, rec, now, BY_NEXT)
+                if "_held" not in rec or _trained(rec):  # trained since it was held: it ends as others do
+                    rec["_held"] = self._end_at_next(prof, rec, now)
+                if hold and prof is fetching and not _trained(rec):
+                    held += 1
+                    keep.append((prof, rec))
                 else:
-                    self._close(prof, rec, rec["_tent"].host_ms, BY_NEXT, at_tent=True)
+                    self._let_go(prof, rec)
             else:
                 rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
         self.flight = keep
+        if held >= HOLD:
+            # No backward in HOLD batches of this loader: not a window fetched before its training (an
+            # evaluation or inference loop). Its batches close as they come from here on, and the held
+            # ones end where they would have, once this next() returned (``arrived``).
+            self._unheld.add(id(fetching))
+            self._let_go_all = True
+
+    def _let_go(self, prof: TransferProfiler, rec: dict[str, Any]) -> bool:
+        """Close a batch at the end a ``next()`` gave it (``_held``); True."""
+        end: _NextEnd = rec.pop("_held")
+        if not _trained(rec):
+            # closed untrained, its loader not seen to train: if a backward comes next, it is this
+            # batch's (a first window of more than HOLD batches; ``backward``)
+            self._owed[id(prof)] = self._owed.get(id(prof), 0) + 1
+        if end.pattern is not None:
+            self.patterns.saw(str(prof.scenario), end.pattern)
+        self._close(prof, rec, end.end, BY_NEXT, at_tent=end.at_tent, start=end.start)
+        return True
+
+    def _end_at_next(self, prof: TransferProfiler, rec: dict[str, Any], now: float) -> _NextEnd:
+        """Where a batch with a tentative end and no step ends, by a ``next()`` at ``now``."""
+        ahead = self._ahead.get(id(prof)) if self._ahead else None
+        if ahead is None:
+            ahead = rec.get("_trained")  # a hand-written loop that fetches ahead: its backward said so
+        if ahead is not None:
+            # A loader that fetches ahead, and no optimizer step since this batch's tentative end (an
+            # evaluation loop, or gradient accumulation): the next() that gave it that end fetched the
+            # batch after it, before this one was handed out, so its step ran since, and this next()
+            # is its end. Closed at that tent, Accelerate's rows held nothing (compute_ms 0.0) and
+            # timm's the batch before's step (tests/scripts/ahead_loops.py --eval, --accumulate 2). Its
+            # step starts after the next batch's fetch; the last batch, with none after it, was handed
+            # out after the next() that ended the one before (its tent).
+            return _NextEnd(now, False, rec.get("_ahead") or rec["_tent"], ahead)
+        if _used_after_tent(rec):
+            # Still in use after the next() that gave it that end, so its row ends now. An evaluation
+            # loop that copies batch n after fetching n+1 (Lightning's fetcher on a dataset of no
+            # length) closed n at that fetch: every compute_ms was negative.
+            return _NextEnd(now, False, None, None)
+        return _NextEnd(rec["_tent"].host_ms, True, None, None)
 
     def _edge(self) -> float:
         """Now (host ms), where a row may end: a marker's time where CUPTI's records place kernels
@@ -718,6 +786,7 @@ class AutoSession:
             if left is not bump and left is not tent:
                 _release(prof, left)
         rec.pop("_ptrs", None)
+        rec.pop("_held", None)  # a held batch a step ended after all
         rec.pop("_stepped", None)
         rec.pop("_back", None)
         rec.pop("_trained", None)

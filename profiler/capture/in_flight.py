@@ -16,7 +16,9 @@ to the batch it consumes: torch's global optimizer step hook closes every batch 
 newest (``AutoSession.stepped``), unless a backward said otherwise (``AutoSession.backward``: a batch
 trained before the ``next()`` after it, with no step since, ends at that ``next()``; one of a window
 trained before a later one, where its training ended). Loops with no optimizer (validation,
-inference) keep ``next()`` as the boundary. ``Patterns`` counts what each loader did, for
+inference) keep ``next()`` as the boundary; before the first optimizer step, a batch that a
+``next()`` would end untrained, of a loader called to fetch a whole window first (Hugging Face's
+Trainer), is held open with that end (``HOLD``), as its training comes after. ``Patterns`` counts what each loader did, for
 ``meta.json`` and the report.
 """
 
@@ -31,6 +33,12 @@ from profiler.capture.batch_tree import iter_tensors, storage_of
 from profiler.timeline.schema import PLAIN
 
 LOOKS = 64  # batches of a loader whose tensors are read while another is in flight (AutoSession.arrived)
+# Batches of a loader a next() holds open, before the first optimizer step, where it would end them
+# untrained (AutoSession._at_next), in a loader called to fetch windows: the window that Hugging Face's
+# Trainer fetches before it trains on any (gradient_accumulation_steps) is trained after; closed
+# untrained, its batches read 0.1-0.2 ms of compute. A loader that holds this many with no backward
+# holds no more. Held rows reach the journal late (a kill -9 loses them), so only such loaders hold.
+HOLD = 32
 BY_NEXT, BY_STEP = "next()", "optimizer step"
 
 
