@@ -18,8 +18,8 @@ trained before the ``next()`` after it, with no step since, ends at that ``next(
 trained before a later one, where its training ended). Loops with no optimizer (validation,
 inference) keep ``next()`` as the boundary; before the first optimizer step, a batch that a
 ``next()`` would end untrained, of a loader called to fetch a whole window first (Hugging Face's
-Trainer), is held open with that end (``HOLD``), as its training comes after. ``Patterns`` counts what each loader did, for
-``meta.json`` and the report.
+Trainer), is held open with that end (``HOLD``), as its training comes after. ``Patterns`` counts
+what each loader did, for ``meta.json`` and the report.
 """
 
 from __future__ import annotations
