@@ -315,9 +315,10 @@ class AutoSession:
     def begin(self, it: Any) -> tuple[TransferProfiler, dict[str, Any]] | None:
         """Before the loader's real ``__next__``: rows close where this ``next()`` ends them, this
         loader's next batch starts (None once ``limit`` batches of it were recorded)."""
-        # the loader's profiler if it has one (a new loader has no batch to hold): none is made for a
-        # loader whose first next() ends a tune trial
-        self._at_next(fetching=self.profs.get(id(getattr(it, "_dataset", it))))
+        # The loader's profiler, asked only where some loader holds its batches (a new loader has none
+        # to hold, and none is made for a loader whose first next() ends a tune trial).
+        fetching = self.profs.get(id(getattr(it, "_dataset", it))) if self._windowed else None
+        self._at_next(fetching=fetching)
         if self.stop_after is not None and self.batches >= self.stop_after + self.trial_extra:
             raise TrialDone(f"{self.batches} batches recorded")
         self._fetched_since_step = True
@@ -345,7 +346,13 @@ class AutoSession:
             # so inside its row. Done before the next() began, HOLD rows closed at once on the CPU
             # machine in 0.2 ms, more than that batch's whole row, before its start.
             self._let_go_all = False
-            self.flight = [(p, r) for p, r in self.flight if "_held" not in r or not self._let_go(p, r)]
+            keep = []
+            for p, r in self.flight:
+                if "_held" in r:
+                    self._let_go(p, r, r.pop("_held"))
+                else:
+                    keep.append((p, r))
+            self.flight = keep
         arrived(rec, batch)
         rec["batch_s"] = rec["fetch_s"]
         # Another batch may come into flight before this one's copies: a copy is then of either, or of
@@ -420,7 +427,8 @@ class AutoSession:
 
     # -- rows: where a batch ends (profiler.capture.in_flight) ----------------------------------------
     def _at_next(self, now: float | None = None, fetching: TransferProfiler | None = None) -> None:
-        """A ``next()`` of any loader (``fetching``; None at the run's end): the current batch stops
+        """A ``next()`` of any loader (``fetching``: its profiler where it may hold batches; None at
+        the run's end and where no loader fetches windows): the current batch stops
         being current; a batch whose step ran closes now; one with no step since it was fetched gets
         this as its end if no step claims it (``_tent``); one that had such an end already closes
         there (no optimizer: the ``next()`` after it was its boundary), or, before the first optimizer
@@ -439,7 +447,7 @@ class AutoSession:
         if self._ending:
             self._settle()
         # before the first step, a loader that fetches windows, not seen to train, holds its batches (HOLD)
-        hold = bool(self._windowed) and not self.steps and fetching is not None and id(fetching) in self._windowed
+        hold = fetching is not None and not self.steps and id(fetching) in self._windowed
         hold = hold and id(fetching) not in self._training and id(fetching) not in self._unheld
         held = 0
         keep = []
@@ -452,13 +460,15 @@ class AutoSession:
                 # batch of each window read 0 (tests/scripts/ahead_loops.py --loop window).
                 keep.append((prof, rec))
             elif "_tent" in rec:
-                if "_held" not in rec or _trained(rec):  # trained since it was held: it ends as others do
-                    rec["_held"] = self._end_at_next(prof, rec, now)
+                end = rec.pop("_held", None)
+                if end is None or _trained(rec):  # trained since it was held: it ends as others do
+                    end = self._end_at_next(prof, rec, now)
                 if hold and prof is fetching and not _trained(rec):
+                    rec["_held"] = end
                     held += 1
                     keep.append((prof, rec))
                 else:
-                    self._let_go(prof, rec)
+                    self._let_go(prof, rec, end)
             else:
                 rec["_tent"] = Mark(now, self._mark(prof, rec))
                 keep.append((prof, rec))
@@ -470,9 +480,8 @@ class AutoSession:
             self._unheld.add(id(fetching))
             self._let_go_all = True
 
-    def _let_go(self, prof: TransferProfiler, rec: dict[str, Any]) -> bool:
-        """Close a batch at the end a ``next()`` gave it (``_held``); True."""
-        end: _NextEnd = rec.pop("_held")
+    def _let_go(self, prof: TransferProfiler, rec: dict[str, Any], end: _NextEnd) -> None:
+        """Close a batch at the end a ``next()`` gave it (``end``, kept as ``_held`` while held)."""
         if not _trained(rec):
             # closed untrained, its loader not seen to train: if a backward comes next, it is this
             # batch's (a first window of more than HOLD batches; ``backward``)
@@ -480,7 +489,6 @@ class AutoSession:
         if end.pattern is not None:
             self.patterns.saw(str(prof.scenario), end.pattern)
         self._close(prof, rec, end.end, BY_NEXT, at_tent=end.at_tent, start=end.start)
-        return True
 
     def _end_at_next(self, prof: TransferProfiler, rec: dict[str, Any], now: float) -> _NextEnd:
         """Where a batch with a tentative end and no step ends, by a ``next()`` at ``now``."""
