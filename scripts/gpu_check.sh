@@ -64,6 +64,8 @@ log="$OUT/gpu_check.log"
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
       # Pinned copies after the link idled, without and with bandwidth.measure's sustained warm-up.
       link-warm) timeout 90 python3 scripts/bench_link_warmup.py ;;
+      # Where the 1 MiB pinned blocking copies' slow tail falls (position, tensor, SM clock), pinprof off.
+      copy-tail) timeout 240 python3 scripts/copy_tail.py --rounds ${TAIL_ROUNDS:-12} ;;
       # The CUPTI backend: a recording for the CPU tests (tests/data/h200_cupti), its agreement with
       # torch.profiler, and its cost against the events' side by side.
       record-cupti) timeout 120 python3 scripts/record_cupti.py --out "$OUT/record-cupti" ;;
