@@ -76,13 +76,16 @@ def main() -> None:
         for t in tap:
             if t[0] != "buffer":
                 continue
-            rates.append(float(t[3]))
+            # CUPTI's ticks a ns: 1, or another where a client (torch.profiler) registered its own
+            # timestamps (``recorder.Clock``); a duration in ms is ticks / rate / 1e6
+            rate = float(t[3])
+            rates.append(rate)
             mem = layout.parse(t[1], rec.sizes).get(layout.KIND_MEMCPY)
             if mem is None:
                 continue
             for b, s, e in zip(mem["bytes"].tolist(), mem["start"].tolist(), mem["end"].tolist()):
                 if b in raw:
-                    raw[b].append((e - s) / 1e6)
+                    raw[b].append((e - s) / rate / 1e6)
         ev, took_back = trace_events(lambda: user_loop(batches, x, w), cpu=False, cuda=True)
         if not took_back:
             sys.exit(f"view_records.py: CUPTI not taken back from torch.profiler: {backend.describe()}")
@@ -97,7 +100,9 @@ def main() -> None:
             f"  {s:7d} B: pinprof's raw records {np.median(r):.5f} ({np.quantile(r, 0.9):.5f}, n={len(r)}) | "
             f"torch.profiler {np.median(t):.5f} ({np.quantile(t, 0.9):.5f}, n={len(t)})"
         )
-    print(f"  pinprof rows' h2d_gpu_ms {np.median(rows):.5f} (n={len(rows)}); tap clock rates {sorted(set(rates))[:5]}")
+    print(
+        f"  pinprof rows' h2d_gpu_ms {np.median(rows):.5f} (n={len(rows)}); CUPTI ticks a ns {min(rates):.4f}-{max(rates):.4f}"
+    )
 
 
 if __name__ == "__main__":
