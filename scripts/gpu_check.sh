@@ -66,13 +66,13 @@ log="$OUT/gpu_check.log"
       link-warm) timeout 90 python3 scripts/bench_link_warmup.py ;;
       # Where the 1 MiB pinned blocking copies' slow tail falls (position, tensor, SM clock), pinprof off.
       copy-tail) timeout 240 python3 scripts/copy_tail.py --rounds ${TAIL_ROUNDS:-12} ;;
-      # torch.profiler's records of the same copies with pinprof's hooks on and off: do the hooks change them?
       # The view case with torch.profiler's API records on pinprof's side too (launch times): does the
       # records' configuration move a staged copy's GPU time?
       view-latency) for v in 0 1 0 1; do PINPROF_CUPTI_LATENCY=$v timeout 120 python3 -m pytest -m gpu -s -q \
                       -p no:cacheprovider tests/test_gpu_cupti.py -k "view-0 or accelerate-0" 2>&1 | grep -E "(view|accelerate)-0: " | sed "s/^/latency $v: /"; done ;;
       # The view case per copy: pinprof's raw memcpy records, its rows, torch.profiler's records.
       view-records) timeout 150 python3 scripts/view_records.py --rounds ${VIEW_ROUNDS:-8} ;;
+      # torch.profiler's records of the same copies with pinprof's hooks on and off: do the hooks change them?
       hook-perturb) PINPROF_BACKEND=events timeout 240 python3 scripts/hook_perturb.py --rounds ${PERTURB_ROUNDS:-16} ;;
       # The CUPTI backend: a recording for the CPU tests (tests/data/h200_cupti), its agreement with
       # torch.profiler, and its cost against the events' side by side.
