@@ -140,7 +140,7 @@ def alternate(case: str, n: int, rounds: int, k_of: Callable[[int], int]) -> tup
     batches = batches_of(case, n)
     w = torch.randn(1024, 1024, device=DEV) / 32
     user_loop(loader_of(batches[:3]), case, w, k_of)  # warm: kernels loaded, allocator grown
-    # A round of each side more, dropped: the first second of copies runs slow (scripts/copy_tail.py on
+    # A round of each side more, dropped: a process's first copies run slow (scripts/copy_tail.py on
     # an H100, 2026-12-06: each variant's first round of 48 1 MiB copies had a p90 of 0.0229-0.0245 ms,
     # every later one 0.0214-0.0230), and it fell on pinprof's first round alone. The sides then take
     # turns going first, so a drift within a pair weighs on both alike.
