@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator
 from time import perf_counter_ns
 from types import FrameType
 from typing import Any, NamedTuple
@@ -78,18 +79,23 @@ def iterator_config(it: Any) -> dict[str, Any]:
 FRAMEWORKS = ("accelerate", "timm", "lightning", "pytorch_lightning", "transformers")
 
 
+def _callers(frame: FrameType | None, depth: int) -> Iterator[FrameType]:
+    """``frame`` and up to ``depth - 1`` of its callers, innermost first."""
+    for _ in range(depth):
+        if frame is None:
+            return
+        yield frame
+        frame = frame.f_back
+
+
 def calling_framework() -> str | None:
     """The framework whose code called the loader's ``next()`` (the hooks' callers, a few frames up):
     its remedies name its own switches (Accelerate's ``DataLoaderConfiguration``). None for a loop
     of the script's own."""
-    frame: FrameType | None = sys._getframe(3)
-    for _ in range(6):
-        if frame is None:
-            break
+    for frame in _callers(sys._getframe(3), 6):
         top = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
         if top in FRAMEWORKS:
             return "lightning" if top == "pytorch_lightning" else top
-        frame = frame.f_back
     return None
 
 
@@ -97,16 +103,11 @@ def fetches_windows() -> bool:
     """Whether the loader's ``next()`` was called to fetch a window of batches before any is trained:
     Hugging Face's ``Trainer.get_batch_samples`` (``gradient_accumulation_steps``), a few frames up
     from the hooks' callers, as ``calling_framework`` looks."""
-    frame: FrameType | None = sys._getframe(3)
-    for _ in range(10):
-        if frame is None:
-            break
-        if frame.f_code.co_name == "get_batch_samples" and str(frame.f_globals.get("__name__", "")).startswith(
-            "transformers."
-        ):
-            return True
-        frame = frame.f_back
-    return False
+    return any(
+        frame.f_code.co_name == "get_batch_samples"
+        and str(frame.f_globals.get("__name__", "")).startswith("transformers.")
+        for frame in _callers(sys._getframe(3), 10)
+    )
 
 
 def copy_mode(pinned: bool, non_blocking: bool) -> Mode:
