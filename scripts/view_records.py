@@ -3,9 +3,10 @@
 ``tests/test_gpu_cupti.py``'s view case (a dict of a 64x3x64x64 uint8 image sliced from RGBA, pinned,
 and 64 int64 labels, ``.to(non_blocking=True)`` on a side stream) read pinprof's ``h2d_gpu_ms`` median
 1.08% under torch.profiler's in six runs on H100s, with the hooks shown not to change the copies
-(``scripts/hook_perturb.py``) and with or without CUPTI's API records. This script splits it: rounds
-alternated as in the test, pinprof's raw memcpy records kept (the recorder's tap), and per copy size the
-median GPU duration in pinprof's raw records, in pinprof's rows, and in torch.profiler's records.
+(``scripts/hook_perturb.py``) and with or without CUPTI's API records. This script splits it: the
+test's own loop and batches (``user_loop``, ``batches_of``), rounds alternated as in the test,
+pinprof's raw memcpy records kept (the recorder's tap), and per copy size the median GPU duration in
+pinprof's raw records, in pinprof's rows, and in torch.profiler's records.
 
 Run on a GPU: ``python scripts/view_records.py [--rounds 8]``.
 """
@@ -15,10 +16,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
 
 from profiler.bench.cupti import trace_events
 from profiler.capture import auto_hooks, backend
@@ -26,18 +27,10 @@ from profiler.capture.auto_session import AutoSession
 from profiler.capture.cupti import layout
 from profiler.settings import current
 
-DEV = torch.device("cuda")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from test_gpu_cupti import DEV, batches_of, loader_of, user_loop
 
-
-def user_loop(batches: list[dict[str, torch.Tensor]], x: torch.Tensor, w: torch.Tensor) -> None:
-    side = torch.cuda.Stream()
-    for batch in DataLoader(batches, batch_size=None, num_workers=0):  # type: ignore[arg-type]
-        with torch.cuda.stream(side):
-            moved = {k: v.to(DEV, non_blocking=True) for k, v in batch.items()}
-        torch.cuda.current_stream().wait_stream(side)
-        del moved
-        torch.tanh(x @ w).sum()
-        torch.cuda.synchronize()
+CASE = "view-0"
 
 
 def main() -> None:
@@ -49,15 +42,11 @@ def main() -> None:
     rec = backend.start(DEV, late_ok=True)
     if rec is None:
         sys.exit(f"view_records.py: CUPTI did not start: {backend.describe()}")
-    g = torch.Generator().manual_seed(1)
-    batches = []
-    for _ in range(48):
-        img = torch.randint(0, 255, (64, 4, 64, 64), dtype=torch.uint8, generator=g).pin_memory()
-        batches.append({"image": img[:, :3], "label": torch.randint(0, 9, (64,), generator=g).pin_memory()})
+    batches = batches_of(CASE, 48)
     sizes = {v.numel() * v.element_size() for v in batches[0].values()}
-    x = torch.randn(256, 1024, device=DEV)
     w = torch.randn(1024, 1024, device=DEV) / 32
-    user_loop(batches[:3], x, w)
+    one = lambda i: 1  # noqa: E731  # one matmul a step, as the test's agreement case
+    user_loop(loader_of(batches[:3]), CASE, w, one)
     raw: dict[int, list[float]] = {s: [] for s in sizes}
     theirs: dict[int, list[float]] = {s: [] for s in sizes}
     rows: list[float] = []
@@ -67,7 +56,7 @@ def main() -> None:
         session = AutoSession(DEV, run="view")
         auto_hooks.start(session)
         try:
-            user_loop(batches, x, w)
+            user_loop(loader_of(batches), CASE, w, one)
         finally:
             auto_hooks.stop()
         tl = session.close()
@@ -86,7 +75,7 @@ def main() -> None:
             for b, s, e in zip(mem["bytes"].tolist(), mem["start"].tolist(), mem["end"].tolist()):
                 if b in raw:
                     raw[b].append((e - s) / rate / 1e6)
-        ev, took_back = trace_events(lambda: user_loop(batches, x, w), cpu=False, cuda=True)
+        ev, took_back = trace_events(lambda: user_loop(loader_of(batches), CASE, w, one), cpu=False, cuda=True)
         if not took_back:
             sys.exit(f"view_records.py: CUPTI not taken back from torch.profiler: {backend.describe()}")
         for e in ev:
