@@ -144,16 +144,17 @@ def alternate(case: str, n: int, rounds: int, k_of: Callable[[int], int]) -> tup
     # an H100, 2026-12-06: each variant's first round of 48 1 MiB copies had a p90 of 0.0229-0.0245 ms,
     # every later one 0.0214-0.0230), and it fell on pinprof's first round alone. The sides then take
     # turns going first, so a drift within a pair weighs on both alike.
-    profiled(batches, case, w, k_of)
-    kineto(lambda: user_loop(loader_of(batches), case, w, k_of))
-    ours, theirs = [], []
+    ours: list[Any] = []
+    theirs: list[Any] = []
+    sides = [
+        (ours, lambda: profiled(batches, case, w, k_of)),
+        (theirs, lambda: kineto(lambda: user_loop(loader_of(batches), case, w, k_of))),
+    ]
+    for _, run in sides:
+        run()
     for r in range(rounds):
-        if r % 2:
-            theirs.append(kineto(lambda: user_loop(loader_of(batches), case, w, k_of)))
-            ours.append(profiled(batches, case, w, k_of))
-        else:
-            ours.append(profiled(batches, case, w, k_of))
-            theirs.append(kineto(lambda: user_loop(loader_of(batches), case, w, k_of)))
+        for kept, run in sides[::-1] if r % 2 else sides:
+            kept.append(run())
     return pd.concat(ours, ignore_index=True), theirs
 
 
