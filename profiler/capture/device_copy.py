@@ -13,6 +13,9 @@ must stage on the host (a non-dense source, a conj/neg view, a dtype change) blo
 thread until its DMA ran, which a held stream never runs (it hung before this rule). Non-dense
 sources are first made contiguous here, on the host, timed as the ``layout`` phase (what ``copy_``
 would do inside the call, where it would be counted as DMA); their DMA then reads pageable memory.
+
+Where CUPTI's records time the copies, nothing has to sit between the call and the DMA: contiguous
+sources are copied by the ``.to()`` the mode stands for, one dispatch a tensor (``DeviceCopier._plain``).
 """
 
 from __future__ import annotations
@@ -89,6 +92,12 @@ class DeviceCopier:
         compute_stream = rec["_stream"] = current_stream(self._index)
         srcs = [t for t, k in zip(tensors, kinds) if k != "device"]
         src_kinds: list[MemoryKind] = [k for k in kinds if k != "device"]
+        if cupti and not defer:
+            for t in srcs:  # a loop, not all(): no generator on the hot path
+                if not t.is_contiguous():
+                    break
+            else:
+                return self._plain(batch, srcs, src_kinds, spec, rec, compute_stream)
         dsts = self._destinations(srcs, spec.side_stream, compute_stream)
         for d, t in zip(dsts, srcs):  # a loop, not any(): no generator on the hot path
             if needs_layout(d, t):
@@ -140,6 +149,46 @@ class DeviceCopier:
             rec.setdefault("_h2d", []).append((start, end, True))
         if defer and switch:
             rec.setdefault("_ready", []).append(end)
+        return out, dma_kind
+
+    def _plain(
+        self,
+        batch: Any,
+        srcs: list[torch.Tensor],
+        src_kinds: list[MemoryKind],
+        spec: ModeSpec,
+        rec: dict[str, Any],
+        compute_stream: torch.cuda.Stream,
+    ) -> tuple[Any, MemoryKind]:
+        """``copy`` where CUPTI's records time the copies and every source is contiguous: each copy is
+        the ``.to()`` the mode stands for (``non_blocking`` as it says; a side-stream mode's on the copy
+        stream, which the compute stream then waits for). Nothing needs to sit between the call and the
+        DMA here (no events, no gate, no layout copy), so torch allocates and copies in one call, as in
+        the user's own loop: ``empty_like`` and ``copy_`` from Python cost a second dispatch a tensor."""
+        dev, side = self.device, self._copy_stream if spec.side_stream else None
+        self._nvtx.push("h2d")
+        if side is not None:
+            set_stream(side)  # the destinations come from the copy stream's pool, as in _destinations
+        try:
+            call_s = now_ms()
+            dsts = [t.to(dev, non_blocking=spec.non_blocking) for t in srcs]
+            if side is not None:
+                compute_stream.wait_stream(side)  # GPU-side: compute starts after the copy, the host goes on
+            call_e = now_ms()
+        finally:
+            if side is not None:
+                set_stream(compute_stream)
+            self._nvtx.pop()
+        account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
+        if side is not None:
+            for d in dsts:  # the allocator's note that the compute stream uses them (see _destinations)
+                d.record_stream(compute_stream)
+        moved = iter(dsts)
+        out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.is_cpu else t.to(dev))
+        dma_kind = combined_kind(src_kinds) if src_kinds else "device"
+        rec["copy_sync"] = rec["copy_sync"] or (not spec.non_blocking) or dma_kind != "pinned"
+        sizes = tuple((batch_tree.tensor_bytes(t),) for t in srcs if t.numel())
+        rec.setdefault("_calls", []).append((round(call_s * 1e6), round(call_e * 1e6), sizes))
         return out, dma_kind
 
     def _destinations(
