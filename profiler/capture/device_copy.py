@@ -58,6 +58,21 @@ def needs_layout(dst: torch.Tensor, src: torch.Tensor) -> bool:
     )
 
 
+def _dma_kind(rec: dict[str, Any], spec: ModeSpec, src_kinds: list[MemoryKind]) -> MemoryKind:
+    """The memory kind one ``to_device`` call's DMA reads; ``rec["copy_sync"]`` notes whether the
+    call blocked the host (a blocking mode, or a source the driver stages)."""
+    kind = combined_kind(src_kinds) if src_kinds else "device"
+    rec["copy_sync"] = rec["copy_sync"] or (not spec.non_blocking) or kind != "pinned"
+    return kind
+
+
+def _log_call(rec: dict[str, Any], srcs: list[torch.Tensor], call_s: float, call_e: float) -> None:
+    """A call that CUPTI's records time: its host interval (ns) and the sizes its memcpy records
+    will carry, one a non-empty source, for the recorder to match them (``profiler.capture.cupti``)."""
+    sizes = tuple((batch_tree.tensor_bytes(t),) for t in srcs if t.numel())
+    rec.setdefault("_calls", []).append((round(call_s * 1e6), round(call_e * 1e6), sizes))
+
+
 class DeviceCopier:
     """Issues and times one ``to_device`` call's copies; the events go into the batch's record."""
 
@@ -140,11 +155,9 @@ class DeviceCopier:
             if switch:
                 set_stream(compute_stream)
             self._nvtx.pop()
-        dma_kind = combined_kind(src_kinds) if src_kinds else "device"
-        rec["copy_sync"] = rec["copy_sync"] or (not spec.non_blocking) or dma_kind != "pinned"
+        dma_kind = _dma_kind(rec, spec, src_kinds)
         if cupti:
-            sizes = tuple((batch_tree.tensor_bytes(t),) for t in srcs if t.numel())
-            rec.setdefault("_calls", []).append((round(call_s * 1e6), round(call_e * 1e6), sizes))
+            _log_call(rec, srcs, call_s, call_e)
         else:
             rec.setdefault("_h2d", []).append((start, end, True))
         if defer and switch:
@@ -185,11 +198,8 @@ class DeviceCopier:
                 d.record_stream(compute_stream)
         moved = iter(dsts)
         out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.is_cpu else t.to(dev))
-        dma_kind = combined_kind(src_kinds) if src_kinds else "device"
-        rec["copy_sync"] = rec["copy_sync"] or (not spec.non_blocking) or dma_kind != "pinned"
-        sizes = tuple((batch_tree.tensor_bytes(t),) for t in srcs if t.numel())
-        rec.setdefault("_calls", []).append((round(call_s * 1e6), round(call_e * 1e6), sizes))
-        return out, dma_kind
+        _log_call(rec, srcs, call_s, call_e)
+        return out, _dma_kind(rec, spec, src_kinds)
 
     def _destinations(
         self, srcs: list[torch.Tensor], side_stream: bool, compute_stream: torch.cuda.Stream
