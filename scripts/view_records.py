@@ -22,13 +22,12 @@ import numpy as np
 import torch
 
 from profiler.bench.cupti import trace_events
-from profiler.capture import auto_hooks, backend
-from profiler.capture.auto_session import AutoSession
+from profiler.capture import backend
 from profiler.capture.cupti import layout
 from profiler.settings import current
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_gpu_cupti import DEV, batches_of, loader_of, user_loop
+from test_gpu_cupti import DEV, batches_of, loader_of, profiled, user_loop
 
 CASE = "view-0"
 
@@ -53,13 +52,7 @@ def main() -> None:
     rates: list[float] = []
     for _ in range(args.rounds):
         rec.tap = []
-        session = AutoSession(DEV, run="view")
-        auto_hooks.start(session)
-        try:
-            user_loop(loader_of(batches), CASE, w, one)
-        finally:
-            auto_hooks.stop()
-        tl = session.close()
+        tl = profiled(batches, CASE, w, one)  # the test's pinprof side: the loop under the hooks
         rows.extend(tl[tl.batch >= 2].h2d_gpu_ms.tolist())
         tap, rec.tap = rec.tap or [], None
         for t in tap:
