@@ -35,9 +35,10 @@ def run(cmd: list[str], timeout: float) -> tuple[float | None, float | None, str
     return (float(m.group(2)) if m else None), (float(w.group(2)) if w else None), text[-800:]
 
 
-def attribution(clock: dict[str, object], timeline: Path) -> str:
+def attribution(clock: dict[str, object], timeline: Path, threads: object = None) -> str:
     """What the profiled run's records say of their own attribution: copy calls left without a record,
-    and rows whose step reads far more kernel time than the median row (a neighbour's kernels)."""
+    and rows whose step reads far more kernel time than the median row (a neighbour's kernels).
+    ``threads``: meta.json's ``pinprof_threads_ms`` (CPU ms of pinprof's own threads, per part)."""
     said = (
         f"copy calls {clock.get('copy_calls', '-')}, unmatched {clock.get('unmatched_copy_calls', '-')}, "
         f"late records {clock.get('late_records', '-')}"
@@ -48,10 +49,13 @@ def attribution(clock: dict[str, object], timeline: Path) -> str:
 
     tl = pd.read_csv(timeline)
     # Where a profiled step's time went, so a ratio above 1 says which phase grew against the bare run
-    # (the loader's wait, the pin thread's copy, pinprof's own time on the loop's thread).
+    # (the loader's wait, the pin thread's copy, pinprof's own time on the loop's thread, and its
+    # threads' CPU time a batch beside it).
     parts = [
         f"{c} median {float(tl[c].median()):.3f}" for c in ("batch_ms", "wait_ms", "pin_ms", "pinprof_ms") if c in tl
     ]
+    if isinstance(threads, dict) and len(tl):
+        parts += [f"threads' {k} {float(v) / len(tl):.4f} ms a batch" for k, v in sorted(threads.items())]
     said = f"{said}; {', '.join(parts)}" if parts else said
     if "compute_ms" not in tl or tl["compute_ms"].isna().all():
         return said
@@ -95,9 +99,11 @@ def main() -> None:
                     waits[kind] = wait
             meta = Path(tmp) / "meta.json"
             if meta.is_file():
-                clock = json.loads(meta.read_text()).get("gpu_clock", {})
+                info = json.loads(meta.read_text())
+                clock = info.get("gpu_clock", {})
                 backend = str(clock.get("backend", "?"))
-                print(f"round {r}: {attribution(clock, Path(tmp) / 'timeline.csv')}", flush=True)
+                said = attribution(clock, Path(tmp) / "timeline.csv", info.get("pinprof_threads_ms"))
+                print(f"round {r}: {said}", flush=True)
         if len(got) == 2:
             bare_ms.append(got["bare"])
             prof_ms.append(got["profiled"])

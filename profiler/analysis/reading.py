@@ -15,6 +15,7 @@ from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Diagnosis
 from profiler.analysis.ranks import diagnose_ranks
 from profiler.analysis.summary import summarize
+from profiler.analysis.threads import threads_line
 from profiler.analysis.warmup import RECORDED, Found, settle
 
 
@@ -24,6 +25,7 @@ class Analysis:
     ``found``: what was left out, per scenario, and ``warmup``: that in a sentence each; ``diags``:
     one diagnosis per scenario; ``comparisons`` and ``ranks``: the mode comparison's and the rank
     findings' lines; ``clock``: which clock timed the GPU columns (``profiler.analysis.clock``);
+    ``threads``: what pinprof's own threads cost beside the loop (``profiler.analysis.threads``);
     ``summary``: ``profiler.analysis.summary.summarize`` of ``tl``, computed when first read
     (``pinprof diagnose`` never reads it: on 1,000,000 rows it copies the whole frame)."""
 
@@ -35,6 +37,7 @@ class Analysis:
     ranks: list[str]
     per_epoch: dict[str, int] | None = field(default=None)
     clock: str | None = field(default=None)
+    threads: str | None = field(default=None)
 
     @cached_property
     def summary(self) -> pd.DataFrame:
@@ -59,4 +62,6 @@ def analyse(
         workers = {str(s): w for s, w in tl.groupby("scenario", sort=False)["num_workers"].first().items()}
     warm = [f.text(_int(workers.get(f.scenario))) for f in found]
     ranks = diagnose_ranks(tl, calibration)
-    return Analysis(tl, found, warm, diags, compare_modes(tl), ranks, per_epoch, clock_line(tl, info))
+    return Analysis(
+        tl, found, warm, diags, compare_modes(tl), ranks, per_epoch, clock_line(tl, info), threads_line(tl, info)
+    )

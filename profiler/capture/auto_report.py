@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profiler.capture import auto_hooks
+from profiler.capture import auto_hooks, own_threads
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.devices import rank_info
 from profiler.capture.environment import describe
@@ -61,6 +61,7 @@ def write_session_report(
         origin_monotonic_ms=session.origin,
         loaders=session.patterns.summary(),
         warmup_policy=session.warmup_policy,
+        pinprof_threads_ms=own_threads.summary(),  # after close(): the journal's thread has stopped
         **ranks,
     )
     if session.cuda:

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 import torch
 
-from profiler.capture import backend, rows, trial
+from profiler.capture import backend, own_threads, rows, trial
 from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
@@ -238,6 +238,7 @@ class AutoSession:
         # the loop's thread makes no append, though it waits for Python's lock while one is formatted
         # (``rows.FLUSH_SHARE``'s note: tens of ms on the CPU machine, more with more rows).
         self.journal = journal
+        own_threads.reset()  # meta.json's pinprof_threads_ms: this session's threads' CPU time
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
         self.journal_error: str | None = None  # why appends stopped (a full disk), said once

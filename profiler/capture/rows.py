@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
-from profiler.capture import gc_pauses
+from profiler.capture import gc_pauses, own_threads
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.anchor import clock_between, take_anchor
 from profiler.capture.cuda.events import current_stream
@@ -184,7 +184,7 @@ class JournalWriter(threading.Thread):
                 if self._stopped.is_set():
                     return
             try:
-                with quick_switches():
+                with quick_switches(), own_threads.working(own_threads.JOURNAL):
                     self._flush()
             except Exception as err:
                 self.error = err

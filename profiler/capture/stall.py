@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from profiler.capture import own_threads
+
 # Below this share of the stall spent on the CPU, the loop's thread is taken as blocked: a thread in
 # an evaluation loop or a checkpoint's serialisation burns CPU most of that time.
 CPU_SHARE = 0.01
@@ -96,7 +98,8 @@ class StallWatch(threading.Thread):
         period = max(0.01, min(self.after_s / 4, CHECK_S))
         while not self._stopped.wait(period):
             try:
-                line = self.check()
+                with own_threads.working(own_threads.STALL):
+                    line = self.check()
             except Exception:
                 return  # a watch that fails stops watching; it never troubles the program
             if line is not None:

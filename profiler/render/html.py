@@ -186,6 +186,8 @@ def report_html(title: str, a: Analysis, info: dict[str, Any], compare: list[str
     )
     if a.clock:
         parts.append(f"<p class='note' id='gpu-clock'>{_e(a.clock)}</p>")
+    if a.threads:
+        parts.append(f"<p class='note' id='own-threads'>{_e(a.threads)}.</p>")
     for i, d in enumerate(a.diags):
         parts.append(f"<h2>{_e(d.scenario)} <span class='note'>({d.batches} steady batches)</span></h2>")
         parts.append(f"<p class='headline' id='headline-{i}'>{_e(d.headline.text or 'no headline')}</p>")

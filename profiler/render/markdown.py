@@ -86,11 +86,16 @@ def diagnosis_text(
     ranks: list[str] | None = None,
     warmup: list[str] | None = None,
     clock: str | None = None,
+    threads: str | None = None,
 ) -> str:
-    """The report a person reads: which clock timed the GPU, the headline, then findings ranked by
-    expected saving (verdict, evidence, changes), then the start-up batches left out and the mode
-    comparison."""
-    lines = [STATISTIC, ""] if clock is None else [STATISTIC, "", md(clock), ""]
+    """The report a person reads: which clock timed the GPU and what pinprof's threads cost
+    (``threads``), the headline, then findings ranked by expected saving (verdict, evidence,
+    changes), then the start-up batches left out and the mode comparison."""
+    lines = [STATISTIC, ""]
+    if clock:
+        lines += [md(clock), ""]
+    if threads:
+        lines += [f"{md(threads)}.", ""]
     for d in diags:
         lines.append(f"## {md(d.scenario)}  ({d.batches} batches)")
         if d.headline.text:

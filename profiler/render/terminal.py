@@ -66,4 +66,6 @@ def brief(analysis: Analysis, width: int = WIDTH) -> str:
                 lines.extend(wrap.wrap(f"  change: {c.what}{saves}"))
     if analysis.clock:
         lines.extend(wrap.wrap(analysis.clock))
+    if analysis.threads:
+        lines.extend(wrap.wrap(analysis.threads))
     return "\n".join(lines)

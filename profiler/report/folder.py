@@ -26,7 +26,7 @@ def diagnosis_of(
     """The reading of ``tl`` (with the folder's calibration, if any; ``info``: its meta.json) and the
     diagnosis in Markdown."""
     a = analyse(tl, files.read_calibration(folder), info, per_epoch)
-    return a, diagnosis_text(a.diags, a.comparisons, a.ranks, a.warmup, a.clock)
+    return a, diagnosis_text(a.diags, a.comparisons, a.ranks, a.warmup, a.clock, a.threads)
 
 
 def partial_label(info: dict[str, Any]) -> str:
@@ -75,6 +75,7 @@ def write_report(
     md_table = summary_table(a.summary) if len(a.summary) else "No batch was measured.\n"
     partial = partial_label(info)
     clock = f"\n{md(a.clock)}\n" if a.clock else ""
+    clock += f"\n{md(a.threads)}.\n" if a.threads else ""
     # The folder's name, then the command that made it: "pinprof run" was read as the command's name
     # on a pinprof profile report.
     command = info.get("command")

@@ -53,7 +53,8 @@ durations, ms
                   batches and ``to_device``'s own work beside its copy calls. Empty where not measured
                   (the prefetch loop). Not in it: a full garbage collection that ran inside the hooks
                   (``gc_ms`` has it; one told by being no longer than the hooks' time in the batch);
-                  the journal's thread, which runs beside the loop, and
+                  pinprof's threads, which run beside the loop (their CPU time is meta.json's
+                  ``pinprof_threads_ms``: ``profiler.capture.own_threads``), and
                   the call into each hook, its first tests and its return, which no clock inside it
                   sees (about 1.6 us a call on a 2-core development machine:
                   ``scripts/bench_cpu_recorder.py --per-call``); a call pinprof does not record reads

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler.capture import own_threads
 from profiler.capture.cupti import attribute, layout
 from profiler.capture.cupti.lib import (
     ATTR_PER_THREAD_ACTIVITY_BUFFER,
@@ -678,7 +679,8 @@ class CuptiRecorder:
     def _drain_loop(self) -> None:
         while True:
             time.sleep(DRAIN_S)
-            self.drain()
+            with own_threads.working(own_threads.CUPTI):
+                self.drain()
 
     def _enable(self) -> None:
         for kind in (MEMCPY, KERNEL):
