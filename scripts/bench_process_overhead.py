@@ -7,6 +7,8 @@ Why processes and not blocks of one process: CUPTI, once enabled, is process-wid
 beside a profiled one would pay for its records too; and a run of ``pinprof profile`` is a process.
 
     python scripts/bench_process_overhead.py [--rounds 4] -- python3 scripts/resnet_train.py --steps 100
+    python scripts/bench_process_overhead.py --baseline PATH -- ...   (also an older checkout's pinprof
+        profile, in the same rounds, the three kinds' order rotated round by round)
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+from profiler.bench import baseline
 from profiler.bench.rounds import median_interval
 
 STEADY = re.compile(r"steady step ms \(median of (\d+)\): ([0-9.]+)")
 WAIT = re.compile(r"steady wait ms \(median of (\d+)\): ([0-9.]+)")  # scripts/resnet_train.py's wait for a batch
 
 
-def run(cmd: list[str], timeout: float) -> tuple[float | None, float | None, str]:
+def run(
+    cmd: list[str], timeout: float, cwd: str | None = None, env: dict[str, str] | None = None
+) -> tuple[float | None, float | None, str]:
     """(the process's steady step ms, or None; its steady wait for a batch, ms, where it prints one;
     the tail of its output)."""
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
     text = out.stdout + out.stderr
     m, w = STEADY.search(text), WAIT.search(text)
     return (float(m.group(2)) if m else None), (float(w.group(2)) if w else None), text[-800:]
@@ -67,60 +72,97 @@ def attribution(clock: dict[str, object], timeline: Path, threads: object = None
     )
 
 
+def _absolute(cmd: list[str]) -> list[str]:
+    """``cmd`` with each argument that names a file here made absolute: the baseline's processes run
+    from its checkout (``--baseline``)."""
+    return [str(Path(a).absolute()) if Path(a).is_file() else a for a in cmd]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4, help="bare/profiled pairs (default 4)")
     ap.add_argument("--timeout", type=float, default=120, help="seconds a process may take (default 120)")
     ap.add_argument("--keep", default=None, help="keep each round's pinprof output under KEEP/round-N (default: none)")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help=f"also profile under the older checkout at PATH, in the same rounds ({baseline.HINT})",
+    )
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the script's command line")
     args = ap.parse_args()
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         ap.error("give the script's command after --")
-    bare_ms: list[float] = []
-    prof_ms: list[float] = []
+    # The profiled kinds: this checkout, and the baseline's, run from its folder (``python -m`` looks
+    # in the working directory first) with its package first on PYTHONPATH.
+    sides: dict[str, tuple[str | None, dict[str, str] | None]] = {"profiled": (None, None)}
+    if args.baseline:
+        root = baseline.checkout(args.baseline)
+        sides["baseline"] = (root, baseline.env_for(root))
+        cmd = _absolute(cmd)
+    steps: dict[str, list[float]] = {kind: [] for kind in ("bare", *sides)}
     backend = "?"
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="pinprof-bench-") as scratch:
-            tmp = str(Path(args.keep) / f"round-{r}") if args.keep else scratch
-            profiled = [sys.executable, "-m", "profiler", "profile", "--out", tmp, "--no-plots", "--", *cmd]
-            order = [("bare", cmd), ("profiled", profiled)]
-            if r % 2:
-                order.reverse()  # ABBA: a drift of the machine weighs on both kinds alike
+            tmp = Path(args.keep) / f"round-{r}" if args.keep else Path(scratch)
+            runs: list[tuple[str, list[str], str | None, dict[str, str] | None]] = [("bare", cmd, None, None)]
+            for kind, (cwd, env) in sides.items():
+                out = str((tmp / kind) if len(sides) > 1 else tmp)
+                runs.append(
+                    (
+                        kind,
+                        [sys.executable, "-m", "profiler", "profile", "--out", out, "--no-plots", "--", *cmd],
+                        cwd,
+                        env,
+                    )
+                )
+            # ABBA, or a rotation of three: a drift of the machine weighs on every kind alike
+            order = runs[::-1] if r % 2 and len(runs) == 2 else runs[r % len(runs) :] + runs[: r % len(runs)]
             got: dict[str, float] = {}
             waits: dict[str, float] = {}
-            for kind, c in order:
-                ms, wait, tail = run(c, args.timeout)
+            for kind, c, cwd, env in order:
+                ms, wait, tail = run(c, args.timeout, cwd, env)
                 if ms is None:
                     print(f"round {r}: {kind} gave no steady step line:\n{tail}", flush=True)
                     continue
                 got[kind] = ms
                 if wait is not None:
                     waits[kind] = wait
-            meta = Path(tmp) / "meta.json"
-            if meta.is_file():
-                info = json.loads(meta.read_text())
-                clock = info.get("gpu_clock", {})
-                backend = str(clock.get("backend", "?"))
-                said = attribution(clock, Path(tmp) / "timeline.csv", info.get("pinprof_threads_ms"))
-                print(f"round {r}: {said}", flush=True)
-        if len(got) == 2:
-            bare_ms.append(got["bare"])
-            prof_ms.append(got["profiled"])
-            # the script's own wait for its batches on each side: a profiled run slowed by its input
-            # pipeline (the workers, the pin thread) shows it there, not in pinprof's own time
-            said = f", wait bare {waits['bare']:.3f} ms, profiled {waits['profiled']:.3f} ms" if len(waits) == 2 else ""
-            print(
-                f"round {r}: bare {got['bare']:.3f} ms, profiled {got['profiled']:.3f} ms, "
-                f"ratio {got['profiled'] / got['bare']:.4f} (backend {backend}){said}",
-                flush=True,
-            )
-    if bare_ms:
-        ratios = [p / b for b, p in zip(bare_ms, prof_ms)]
+            for kind in sides:
+                folder = (tmp / kind) if len(sides) > 1 else tmp
+                meta = folder / "meta.json"
+                if meta.is_file():
+                    info = json.loads(meta.read_text())
+                    clock = info.get("gpu_clock", {})
+                    backend = str(clock.get("backend", "?"))
+                    said = attribution(clock, folder / "timeline.csv", info.get("pinprof_threads_ms"))
+                    print(f"round {r}: {kind}: {said}", flush=True)
+        if len(got) == len(runs):
+            for kind, ms in got.items():
+                steps[kind].append(ms)
+            for kind in sides:
+                # the script's own wait for its batches on each side: a profiled run slowed by its input
+                # pipeline (the workers, the pin thread) shows it there, not in pinprof's own time
+                said = (
+                    f", wait bare {waits['bare']:.3f} ms, {kind} {waits[kind]:.3f} ms"
+                    if "bare" in waits and kind in waits
+                    else ""
+                )
+                print(
+                    f"round {r}: bare {got['bare']:.3f} ms, {kind} {got[kind]:.3f} ms, "
+                    f"ratio {got[kind] / got['bare']:.4f} (backend {backend}){said}",
+                    flush=True,
+                )
+    bare_ms = steps["bare"]
+    if not bare_ms:
+        return
+    for kind in sides:
+        ratios = [p / b for b, p in zip(bare_ms, steps[kind])]
+        name = "pinprof profile" if kind == "profiled" else f"pinprof profile of {args.baseline}"
         print(
-            f"pinprof profile / bare, median of {len(ratios)} rounds: {statistics.median(ratios):.4f} "
+            f"{name} / bare, median of {len(ratios)} rounds: {statistics.median(ratios):.4f} "
             f"(range {min(ratios):.4f}-{max(ratios):.4f}); steady step bare {statistics.median(bare_ms):.3f} ms, "
-            f"profiled {statistics.median(prof_ms):.3f} ms; GPU clock {backend}"
+            f"profiled {statistics.median(steps[kind]):.3f} ms; GPU clock {backend}"
         )
         # What the rounds can tell: the median's interval, and the bare processes' own spread, which a
         # target of 1% must be read against (profiler.bench.rounds)

@@ -164,6 +164,13 @@ log="$OUT/gpu_check.log"
       # process (the default clock), then the library's blocks against bare ones, one process per clock.
       process-resident) timeout 300 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
                        --keep "$OUT/process-resident" -- python3 scripts/resident_loop.py --steps 1500 --warm 100 ;;
+      # Both, each round with an older checkout's pinprof profile too (BASELINE, carried: a folder that
+      # holds its profiler package), the three kinds' order rotated round by round.
+      process-base) timeout 290 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
+                      --baseline "${BASELINE:-.base}" -- python3 scripts/resident_loop.py --steps 1500 --warm 100
+                    timeout 300 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
+                      --baseline "${BASELINE:-.base}" -- python3 scripts/resnet_train.py --model small --image-size 96 \
+                      --batch-size 128 --steps 600 --warm 100 ;;
       # Where process-resident's excess goes: the same rounds with one part of pinprof's run changed
       # each time: kernels placed by CUPTI's launch times instead of markers (PINPROF_CUPTI_LATENCY=1),
       # the journal's appends during the run (PINPROF_FLUSH_S=1000: written at the end only), CUPTI

@@ -163,3 +163,116 @@ def test_the_journal_clock_stretches_after_a_slow_append_unless_the_interval_was
     quick.flushed(now_ms() - 0.5)  # a 0.5 ms append: the interval stays 2 s
     assert 1990.0 <= quick.due_ms - now_ms() <= 2000.0
     assert load({}).flush_fixed is False and load({"PINPROF_FLUSH_S": "0.2"}).flush_fixed is True
+
+
+def _recorded_rows(batches: int) -> list:
+    """A CPU loop's rows as the journal's thread hands them over (``rows.completed_raw``), in three
+    ranges, with the profiler that holds them."""
+    import torch
+
+    from profiler import TransferProfiler
+    from profiler.capture import rows
+
+    prof = TransferProfiler("pageable", torch.device("cpu"))
+    data = [torch.randn(16, 3, 8, 8) for _ in range(batches)]
+    for b in prof.batches(data):
+        x = prof.to_device(b)
+        with prof.compute():
+            x.sum()
+    prof.timeline()  # every row complete
+    got, start = [], 0
+    for stop in (batches // 3, 2 * batches // 3, batches):
+        raw, done = rows.completed_raw(prof, start)
+        assert raw is not None and done == batches  # all complete: a range is cut below
+        got.append(raw._replace(raw={k: v[: stop - start + raw.before] for k, v in raw.raw.items()}))
+        start = stop
+    return got
+
+
+def _messages(*parts: tuple[str, object]) -> bytes:
+    import pickle
+    import struct
+
+    out = b""
+    for part in parts:
+        data = pickle.dumps(part)
+        out += struct.pack("<Q", len(data)) + data
+    return out
+
+
+def test_the_journal_process_writes_what_the_loops_process_would_have(tmp_path: Path) -> None:
+    """The rows handed to the journal's process (``journal_process.serve``) make the same file, byte
+    for byte, as the same rows built and appended in the loop's process, as before the process."""
+    import io
+
+    from profiler.report.journal_process import ROWS, STOP, serve
+    from profiler.timeline.build import build_rows
+
+    ranges = _recorded_rows(30)
+    mine = Journal(tmp_path / "here.csv")
+    mine.start()
+    for r in ranges:
+        mine.append(build_rows(r))
+    theirs = Journal(tmp_path / "there.csv")
+    theirs.start()
+    said = serve(theirs.path, io.BytesIO(_messages((ROWS, ranges[:2]), (ROWS, ranges[2:]), (STOP, None))))
+    assert said["rows"] == 30 and said["error"] is None
+    assert theirs.path.read_bytes() == mine.path.read_bytes()
+    assert list(read_timeline(theirs.path).batch) == list(range(30))
+
+
+def test_the_journal_process_keeps_its_rows_at_a_full_disk_and_at_a_cut_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk stops the child's appends with one line, what follows is read and dropped; an input
+    that ends (the loop's process killed) or is cut mid-message ends the child with what it wrote."""
+    import io
+
+    from profiler.report.journal_process import ROWS, serve
+
+    ranges = _recorded_rows(30)
+    journal = Journal(tmp_path / "timeline.csv")
+    journal.start()
+    real_write, calls = os.write, []
+
+    def full_after_first(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_after_first)
+    said = serve(journal.path, io.BytesIO(_messages(*((ROWS, [r]) for r in ranges))))
+    monkeypatch.undo()
+    assert said["rows"] == 10 and "No space left on device" in said["error"] and "with 10 batches" in said["error"]
+    assert len(calls) == 2  # the third message was read, not written
+    assert capsys.readouterr().err.count("pinprof: ") == 1
+    assert list(read_timeline(journal.path).batch) == list(range(10))
+    cut = tmp_path / "cut.csv"
+    Journal(cut).start()
+    stream = _messages((ROWS, ranges[:1]), (ROWS, ranges[1:]))
+    said = serve(cut, io.BytesIO(stream[: len(stream) - 7]))  # no stop; the second message cut short
+    assert said["rows"] == 10 and said["error"] is None
+    assert list(read_timeline(cut).batch) == list(range(10))
+
+
+def test_a_dead_journal_process_hands_the_appends_back(tmp_path: Path) -> None:
+    """Where the child dies (killed, out of memory), ``send`` says so and the caller appends itself;
+    what the child wrote before stays, and its count comes back at ``close``."""
+    from profiler.report.journal_process import JournalProcess
+
+    ranges = _recorded_rows(30)
+    journal = Journal(tmp_path / "timeline.csv")
+    journal.start()
+    child = JournalProcess(journal)
+    assert child.start()
+    assert child.send(ranges[:1])
+    child.close()
+    assert journal.rows == 10 and child.error is None and child.cpu_ms is not None and child.cpu_ms > 0
+    assert list(read_timeline(journal.path).batch) == list(range(10))
+    again = JournalProcess(journal)
+    assert again.start()
+    again._proc.kill()  # type: ignore[union-attr]
+    again._proc.wait()  # type: ignore[union-attr]
+    assert not again.send(ranges[1:2]) and not again.running
+    assert journal.rows == 10 and again.error is None

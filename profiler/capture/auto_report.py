@@ -62,6 +62,7 @@ def write_session_report(
         loaders=session.patterns.summary(),
         warmup_policy=session.warmup_policy,
         pinprof_threads_ms=own_threads.summary(),  # after close(): the journal's thread has stopped
+        pinprof_journal_process_ms=session.journal_process_ms,
         **ranks,
     )
     if session.cuda:

@@ -56,6 +56,8 @@ from profiler.capture.store import note_memory
 from profiler.modes import Mode
 from profiler.names import clean
 from profiler.report.journal import Journal
+from profiler.report.journal_process import JournalProcess, stopped_line
+from profiler.timeline.build import RawRows, build_rows
 from profiler.timeline.schema import DEVICE_PREFETCH, FETCH_AHEAD, FETCHES_AHEAD, PLAIN, concat
 
 
@@ -235,9 +237,12 @@ class AutoSession:
         self.trial_extra = 0  # a tune trial's batches past its --skip + steps (profiler_for, capture.trial)
         # Completed batches go to the journal every ``flush`` interval (PINPROF_FLUSH_S, 2 s) from a
         # thread of their own (``rows.JournalWriter``): a kill -9 loses at most the last interval, and
-        # the loop's thread makes no append, though it waits for Python's lock while one is formatted
-        # (``rows.FLUSH_SHARE``'s note: tens of ms on the CPU machine, more with more rows).
+        # the loop's thread makes no append. That thread reads the rows out and hands them to a process
+        # of their own, which builds and writes them (``JournalProcess``): built and formatted here, they
+        # held Python's lock from the loop (``rows.FLUSH_SHARE``'s note: tens of ms an append).
         self.journal = journal
+        self._appender = JournalProcess(journal) if journal is not None else None
+        self.journal_process_ms: float | None = None  # its CPU time, once it ended (meta.json)
         own_threads.reset()  # meta.json's pinprof_threads_ms: this session's threads' CPU time
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
@@ -267,7 +272,9 @@ class AutoSession:
         self._last_backward = float("-inf")  # host ms where the latest backward on the main thread began
         self._raised: dict[str, Any] | None = None  # the newest batch in flight when a next() last raised
         if journal is not None:
-            journal.start()
+            journal.start()  # the header, before the appender's first rows
+        if self._appender is not None and not self._appender.start():
+            self._appender = None  # no process to be had: the journal's thread appends itself
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
         if self._writer is not None:
             self._writer.start()
@@ -849,15 +856,21 @@ class AutoSession:
             return
         started = now_ms()
         try:
+            done: list[tuple[int, RawRows | None, int]] = []
             for key, prof in list(self.profs.items()):  # the loop's thread may add a loader meanwhile
-                frame, done = rows.completed(prof, self._flushed.get(key, 0))
-                journal.append(frame)
-                self._flushed[key] = done
+                got, stop = rows.completed_raw(prof, self._flushed.get(key, 0))
+                done.append((key, got, stop))
+            handed = [got for _, got, _ in done if got is not None]
+            appender = self._appender
+            if handed and appender is not None and not appender.send(handed):
+                self._appender = None  # the process is gone: its error, if it stopped at one, is the journal's
+                self.journal_error = appender.error
+            for key, got, stop in done:
+                if got is not None and self._appender is None and self.journal_error is None:
+                    journal.append(build_rows(got))
+                self._flushed[key] = stop
         except OSError as err:
-            self.journal_error = (
-                f"{journal.path}: {err.strerror or err}; appends stopped with {journal.rows} batches on disk "
-                "(kept), the run goes on measuring in memory"
-            )
+            self.journal_error = stopped_line(journal.path, err, journal.rows)
             print(f"pinprof: {self.journal_error}", file=sys.stderr)
         self.clock.flushed(started)
 
@@ -865,6 +878,11 @@ class AutoSession:
         """Stop the journal's thread (the run ended, or is exiting), after its append in progress."""
         if self._writer is not None:
             self._writer.stop()
+        appender, self._appender = self._appender, None
+        if appender is not None:
+            appender.close()  # what it was handed is on disk; later appends (os._exit's) are this thread's
+            self.journal_error = self.journal_error or appender.error
+            self.journal_process_ms = appender.cpu_ms
 
     # -- copies ---------------------------------------------------------------------------------
     def takes_over(self, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:

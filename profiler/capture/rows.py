@@ -19,7 +19,7 @@ from profiler.capture.cuda.events import current_stream
 from profiler.capture.devices import rank_info
 from profiler.modes import SPECS
 from profiler.settings import current
-from profiler.timeline.build import build_timeline
+from profiler.timeline.build import RawRows, build_rows, build_timeline
 from profiler.timeline.clockmap import ClockMap
 from profiler.timeline.schema import empty_timeline
 
@@ -61,6 +61,13 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
     the clocks' drift (parts per million of the time since the anchor); durations are unaffected.
     ``timeline()`` at the end of the run gives the corrected rows.
     """
+    rows, stop = completed_raw(prof, start)
+    return (empty_timeline() if rows is None else build_rows(rows)), stop
+
+
+def completed_raw(prof: TransferProfiler, start: int) -> tuple[RawRows | None, int]:
+    """``completed``'s rows before they are built (None: none completed), for a process of their own
+    to build and write (``profiler.report.journal_process``)."""
     clock: ClockMap | None = None
     if prof.cuda and prof._anchor is not None:
         prof._pending.resolve(prof._anchor)
@@ -70,12 +77,12 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
     waiting = [r for r in (prof._pending.first_row(), prof._store.first_waiting()) if r is not None]
     stop = min(waiting) if waiting else len(prof._store)
     if stop <= start:
-        return empty_timeline(), start
+        return None, start
     origin = prof._origin if prof._origin is not None else now_ms()
     # One row before the range too, so the first row's gpu_idle_ms sees its predecessor's compute.
     before = 1 if start > 0 else 0
-    frame = build_timeline(prof._store.columns(start - before, stop), origin, clock, _static(prof), gc_pauses.pauses())
-    return frame.iloc[before:].reset_index(drop=True), stop
+    columns = prof._store.columns(start - before, stop)
+    return RawRows(columns, origin, clock, _static(prof), gc_pauses.pauses(), before), stop
 
 
 # The most of a loop's time the appends may take, unless PINPROF_FLUSH_S fixes their interval. On the

@@ -9,7 +9,7 @@ device) compute is host-timed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -18,6 +18,25 @@ from profiler.timeline.clockmap import ClockMap
 from profiler.timeline.idle import gpu_idle
 from profiler.timeline.pauses import within
 from profiler.timeline.schema import CONFIG, CUPTI_CLOCK, RAW_HOST, RAW_PIN, SCHEMA, conform, empty_timeline
+
+
+class RawRows(NamedTuple):
+    """A range of the recorder's rows as ``build_timeline`` takes them, with ``before`` rows ahead of
+    the range (one, so that its first row's ``gpu_idle_ms`` sees its predecessor's compute): plain
+    data, which a process of its own can build and write (``profiler.report.journal_process``)."""
+
+    raw: Mapping[str, Sequence[Any]]
+    t0_ms: float
+    clock: ClockMap | None
+    static: Mapping[str, Any]
+    pauses: tuple[np.ndarray, np.ndarray] | None
+    before: int
+
+
+def build_rows(rows: RawRows) -> pd.DataFrame:
+    """The timeline of ``rows``' range (the rows ahead of it left out)."""
+    frame = build_timeline(rows.raw, rows.t0_ms, rows.clock, rows.static, rows.pauses)
+    return frame.iloc[rows.before :].reset_index(drop=True) if rows.before else frame
 
 
 def build_timeline(
