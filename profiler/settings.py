@@ -16,7 +16,7 @@
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
 | ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
 | ``PINPROF_STALL_S`` | ``120`` | ``pinprof profile``: seconds with no new batch inside a loader's loop, the loop's thread blocked, before one line on stderr says so and what to do (``profiler.capture.stall``); ``0``: never |
-| ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``, from a thread of pinprof's own (``profiler.capture.rows.JournalWriter``) |
+| ``PINPROF_FLUSH_S`` | ``2`` | seconds between appends of completed batches to ``timeline.csv`` during ``pinprof run`` and ``pinprof profile``, from a thread of pinprof's own (``profiler.capture.rows.JournalWriter``), which hands them to a process that builds and writes them (``profiler.report.journal_process``) |
 
 Read, not set, by pinprof: ``NVTX_INJECTION64_PATH`` (an NVTX tool is attached),
 ``CUDA_INJECTION64_PATH`` (a CUDA tool such as Nsight Systems is attached), and torchrun's ``RANK``,

@@ -248,10 +248,22 @@ def test_the_journal_process_keeps_its_rows_at_a_full_disk_and_at_a_cut_input(
     assert len(calls) == 2  # the third message was read, not written
     assert capsys.readouterr().err.count("pinprof: ") == 1
     assert list(read_timeline(journal.path).batch) == list(range(10))
+    # Quiet (``pinprof run``): the child ends at the failed append, unsaid, with its errno for the
+    # sender to raise, whose next message then finds no reader.
+    quiet = Journal(tmp_path / "quiet.csv")
+    quiet.start()
+    calls.clear()
+    monkeypatch.setattr(os, "write", full_after_first)
+    stream = io.BytesIO(_messages(*((ROWS, [r]) for r in ranges)))
+    said = serve(quiet.path, stream, say=False)
+    monkeypatch.undo()
+    assert said["rows"] == 10 and said["error"] == "No space left on device" and said["errno"] == errno.ENOSPC
+    assert stream.read() != b""  # the third message left unread
+    assert capsys.readouterr().err == ""
     cut = tmp_path / "cut.csv"
     Journal(cut).start()
-    stream = _messages((ROWS, ranges[:1]), (ROWS, ranges[1:]))
-    said = serve(cut, io.BytesIO(stream[: len(stream) - 7]))  # no stop; the second message cut short
+    sent = _messages((ROWS, ranges[:1]), (ROWS, ranges[1:]))
+    said = serve(cut, io.BytesIO(sent[: len(sent) - 7]))  # no stop; the second message cut short
     assert said["rows"] == 10 and said["error"] is None
     assert list(read_timeline(cut).batch) == list(range(10))
 

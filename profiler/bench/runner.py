@@ -35,6 +35,7 @@ from profiler.report import meta
 from profiler.report.claim import LOCK, release
 from profiler.report.folder import write_report
 from profiler.report.journal import Journal
+from profiler.report.journal_process import JournalProcess
 from profiler.report.signals import Terminated, install_sigterm, restore_sigterm, write_held
 from profiler.timeline import schema as timeline
 
@@ -83,9 +84,12 @@ def run_scenario(
     # Appends run on a thread of their own: the loop makes no append (it waits only for Python's lock
     # while one is formatted: ``rows.FLUSH_SHARE``'s note), and a kill -9 loses at most the last interval. A disk that
     # refuses an append stops the run from the loop's thread, as before (``appending``).
-    writer = None
+    writer = flusher = None
     if journal is not None:
-        flusher = Flusher(prof, journal, FlushClock.from_settings())
+        # The rows are built and written by a process of their own (``JournalProcess``): built here,
+        # they held Python's lock from the loop measured. Where none starts, the writer's thread appends.
+        appender = JournalProcess(journal, say=False)
+        flusher = Flusher(prof, journal, FlushClock.from_settings(), appender if appender.start() else None)
         writer = JournalWriter(flusher.flush, flusher.clock.every_ms / 1e3, say=False)
         writer.start()
     per_epoch = len(loader)
@@ -115,8 +119,12 @@ def run_scenario(
                 if enabled and bar.n % 10 == 0:
                     bar.set_postfix({k: f"{v:.2f}ms" for k, v in prof.live_medians().items() if v == v}, refresh=False)
     finally:
-        if writer is not None:
+        if writer is not None and flusher is not None:
             writer.stop()  # after its append in progress: the end of the run writes the rest
+            try:
+                flusher.close()  # its process has written all it was handed before the scenario's rows replace it
+            except OSError as err:
+                writer.error = writer.error or err
         bar.close()
         prof.close()
     if writer is not None and writer.error is not None:

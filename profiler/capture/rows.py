@@ -26,6 +26,7 @@ from profiler.timeline.schema import empty_timeline
 if TYPE_CHECKING:
     from profiler.capture.profiler import TransferProfiler
     from profiler.report.journal import Journal
+    from profiler.report.journal_process import JournalProcess
 
 
 def _static(prof: TransferProfiler) -> dict[str, Any]:
@@ -118,10 +119,16 @@ class FlushClock:
 
 class Flusher:
     """When ``clock`` says so, the batches completed since the last flush go to ``journal``
-    (``profiler.report.journal``): a crash then loses at most that long of measurements."""
+    (``profiler.report.journal``): a crash then loses at most that long of measurements. With an
+    ``appender`` (started), a process of their own builds and writes them (``JournalProcess``, made
+    with ``say=False``): an append it failed raises here, at the next flush or at ``close``, as the
+    append itself would have."""
 
-    def __init__(self, prof: TransferProfiler, journal: Journal, clock: FlushClock) -> None:
+    def __init__(
+        self, prof: TransferProfiler, journal: Journal, clock: FlushClock, appender: JournalProcess | None = None
+    ) -> None:
         self._prof, self._journal, self.clock = prof, journal, clock
+        self._appender = appender
         self._start = 0
 
     @property
@@ -130,9 +137,24 @@ class Flusher:
 
     def flush(self) -> None:
         started = now_ms()
-        frame, self._start = completed(self._prof, self._start)
-        self._journal.append(frame)
+        rows, stop = completed_raw(self._prof, self._start)
+        appender = self._appender
+        if rows is not None and appender is not None and not appender.send([rows]):
+            self._appender = None  # the process is gone: its error is this append's, else this thread appends
+            if appender.failure is not None:
+                raise appender.failure
+        if rows is not None and self._appender is None:
+            self._journal.append(build_rows(rows))
+        self._start = stop
         self.clock.flushed(started)
+
+    def close(self) -> None:
+        """Wait for the appender to write what it was handed (the scenario ended); raise its error."""
+        appender, self._appender = self._appender, None
+        if appender is not None:
+            appender.close()
+            if appender.failure is not None:
+                raise appender.failure
 
 
 # Python's lock passes between threads every 5 ms by default (sys.getswitchinterval): while an append

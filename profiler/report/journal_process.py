@@ -1,4 +1,5 @@
-"""timeline.csv's appends, built and written by a process of their own while ``pinprof profile`` runs.
+"""timeline.csv's appends, built and written by a process of their own while ``pinprof profile`` or
+``pinprof run`` runs.
 
 An append builds the timeline of the batches completed since the last and formats them as CSV: Python
 work that, on a thread of the profiled process, holds Python's lock while the loop waits for it. On an
@@ -7,15 +8,19 @@ H100 (reports/README.md, thirty-fifth session) that thread's CPU time was 0.044-
 on the short step. The profiled process now hands the rows over as plain data (``RawRows``: the
 store's columns, the clock, the loader's settings) through a pipe, and this process builds and writes
 them (``Journal.append``, as before): what the loop's process still pays is reading the rows out of the
-store and pickling them.
+store and pickling them. Side by side in one call against the commit before (``bench_process_overhead.py
+--baseline``), the thread's time fell to 0.0001-0.0035 ms a batch on the resident loop (from
+0.0075-0.0124) and to 0.002-0.018 on the short step (from 0.053-0.105).
 
 The protocol is a stream of messages on the child's standard input, each an 8-byte little-endian
 length and a pickle: ``(ROWS, [RawRows, ...])`` or ``(STOP, None)``. At a stop, or at the end of its
 input (the profiled process died: a ``kill -9`` keeps every row handed over), the child writes one JSON
-line on its standard output, ``{"rows": n, "error": text or null, "cpu_ms": its CPU time}``, and exits. A full disk stops the
-appends as before: the child says so in one line on the shared standard error, reads and drops what
-comes after, and reports the error at its end. Ctrl-C reaches the whole process group; the child
-ignores it, since the profiled process decides when the run ends.
+line on its standard output, ``{"rows": n, "error": text or null, "errno": n or null, "cpu_ms": its CPU
+time}``, and exits. A full disk stops the appends as before: the child says so in one line on the
+shared standard error, reads and drops what comes after, and reports the error at its end; for
+``pinprof run``, whose loop stops at a failed append (``bench.keeping.appending``), it ends at once,
+unsaid, and the profiled process raises the error (``rows.Flusher``). Ctrl-C reaches the whole process
+group; the child ignores it, since the profiled process decides when the run ends.
 
 The child imports numpy, pandas and pinprof's timeline and report modules, not torch.
 """
@@ -54,9 +59,12 @@ class JournalProcess:
     header is written by the caller first (``Journal.start``); at ``close`` its ``rows`` counts what
     the child appended."""
 
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
+    def __init__(self, journal: Journal, say: bool = True) -> None:
+        """``say``: a failed append is said by the child, which goes on reading (``pinprof profile``);
+        else the child ends unsaid, and ``failure`` has the error for the caller to raise."""
+        self.journal, self.say = journal, say
         self.error: str | None = None  # why the appends stopped (a full disk), as the child said it
+        self.failure: OSError | None = None  # the same as the error the append raised (its errno)
         self.cpu_ms: float | None = None  # the child's CPU time, start-up included, as it said at its end
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -70,7 +78,7 @@ class JournalProcess:
         code = f"import sys; sys.path.insert(0, {root!r}); from profiler.report.journal_process import main; main()"
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", code, str(self.journal.path)],
+                [sys.executable, "-c", code, str(self.journal.path), *([] if self.say else ["quiet"])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 close_fds=True,
@@ -124,9 +132,11 @@ class JournalProcess:
         except (ValueError, IndexError, UnicodeDecodeError):
             pass
         self.journal.rows += int(said.get("rows", 0) or 0)
-        error, cpu = said.get("error"), said.get("cpu_ms")
+        error, code, cpu = said.get("error"), said.get("errno"), said.get("cpu_ms")
         self.error = error if isinstance(error, str) else None
         self.cpu_ms = float(cpu) if isinstance(cpu, (int, float)) else None
+        if self.error is not None:
+            self.failure = OSError(code if isinstance(code, int) else 0, self.error, str(self.journal.path))
 
 
 def _read(stream: IO[bytes]) -> tuple[str, Any] | None:
@@ -141,11 +151,14 @@ def _read(stream: IO[bytes]) -> tuple[str, Any] | None:
     return pickle.loads(body)  # type: ignore[no-any-return]  # our own parent's data, through our own pipe
 
 
-def serve(path: Path, stream: IO[bytes]) -> dict[str, Any]:
-    """Append every message's rows to ``path`` until a stop or the end of ``stream``; the count and
-    the error that stopped the appends, if any."""
+def serve(path: Path, stream: IO[bytes], say: bool = True) -> dict[str, Any]:
+    """Append every message's rows to ``path`` until a stop or the end of ``stream``; the count, the
+    error that stopped the appends, if any, and the CPU time. ``say``: a failed append is said in a
+    line and what follows is read and dropped; else it ends the child at once, unsaid, and the
+    sender, whose next message finds no reader, says it (``pinprof run`` stops there)."""
     journal = Journal(path)
     error: str | None = None
+    code: int | None = None
     while (message := _read(stream)) is not None and message[0] != STOP:
         if error is not None:
             continue  # the appends stopped: what comes is read and dropped, so the sender never blocks
@@ -153,17 +166,22 @@ def serve(path: Path, stream: IO[bytes]) -> dict[str, Any]:
             for rows in message[1]:
                 journal.append(build_rows(rows))
         except OSError as err:
-            error = stopped_line(path, err, journal.rows)
+            error, code = stopped_line(path, err, journal.rows), err.errno
+            if not say:
+                error = err.strerror or str(err)
+                break
             print(f"pinprof: {error}", file=sys.stderr, flush=True)
         except Exception as err:  # a bug of ours: the appends stop, the run goes on measuring in memory
             error = f"the journal stopped ({type(err).__name__}: {err}); the run goes on"
+            if not say:
+                break
             print(f"pinprof: {error}", file=sys.stderr, flush=True)
-    return {"rows": journal.rows, "error": error, "cpu_ms": round(time.process_time() * 1e3, 3)}
+    return {"rows": journal.rows, "error": error, "errno": code, "cpu_ms": round(time.process_time() * 1e3, 3)}
 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the profiled process decides
-    said = serve(Path(sys.argv[1]), sys.stdin.buffer)
+    said = serve(Path(sys.argv[1]), sys.stdin.buffer, say=sys.argv[2:] != ["quiet"])
     sys.stdout.write(json.dumps(said) + "\n")
     sys.stdout.flush()
 
