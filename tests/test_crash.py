@@ -271,13 +271,15 @@ def test_the_journal_process_keeps_its_rows_at_a_full_disk_and_at_a_cut_input(
 def test_a_dead_journal_process_hands_the_appends_back(tmp_path: Path) -> None:
     """Where the child dies (killed, out of memory), ``send`` says so and the caller appends itself;
     what the child wrote before stays, and its count comes back at ``close``."""
-    from profiler.report.journal_process import JournalProcess
+    from profiler.report.journal_process import NICE, JournalProcess
 
     ranges = _recorded_rows(30)
     journal = Journal(tmp_path / "timeline.csv")
     journal.start()
     child = JournalProcess(journal)
     assert child.start()
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, child._proc.pid) == min(mine + NICE, 19)  # type: ignore[union-attr]  # the loop first
     assert child.send(ranges[:1])
     child.close()
     assert journal.rows == 10 and child.error is None and child.cpu_ms is not None and child.cpu_ms > 0
