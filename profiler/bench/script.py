@@ -138,8 +138,8 @@ def _keep_on_exit(session: AutoSession) -> tuple[object, object]:
     def _exit(code: int) -> None:
         if os.getpid() == pid:
             try:
-                session.stop_writer()
                 session.close_in_flight()  # the batch in progress is one the program iterated
+                session.stop_writer()  # then: it waits for the journal's process (AutoSession.close)
                 session.flush()
             except BaseException:
                 pass
