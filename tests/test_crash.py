@@ -7,10 +7,13 @@ reaches; both must leave the batches flushed before, and a meta.json that says t
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
+import pickle
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -190,9 +193,6 @@ def _recorded_rows(batches: int) -> list:
 
 
 def _messages(*parts: tuple[str, object]) -> bytes:
-    import pickle
-    import struct
-
     out = b""
     for part in parts:
         data = pickle.dumps(part)
@@ -203,8 +203,6 @@ def _messages(*parts: tuple[str, object]) -> bytes:
 def test_the_journal_process_writes_what_the_loops_process_would_have(tmp_path: Path) -> None:
     """The rows handed to the journal's process (``journal_process.serve``) make the same file, byte
     for byte, as the same rows built and appended in the loop's process, as before the process."""
-    import io
-
     from profiler.report.journal_process import ROWS, STOP, serve
     from profiler.timeline.build import build_rows
 
@@ -226,8 +224,6 @@ def test_the_journal_process_keeps_its_rows_at_a_full_disk_and_at_a_cut_input(
 ) -> None:
     """A full disk stops the child's appends with one line, what follows is read and dropped; an input
     that ends (the loop's process killed) or is cut mid-message ends the child with what it wrote."""
-    import io
-
     from profiler.report.journal_process import ROWS, serve
 
     ranges = _recorded_rows(30)
@@ -266,6 +262,12 @@ def test_the_journal_process_keeps_its_rows_at_a_full_disk_and_at_a_cut_input(
     said = serve(cut, io.BytesIO(sent[: len(sent) - 7]))  # no stop; the second message cut short
     assert said["rows"] == 10 and said["error"] is None
     assert list(read_timeline(cut).batch) == list(range(10))
+    garbled = tmp_path / "garbled.csv"
+    Journal(garbled).start()
+    sent = _messages((ROWS, ranges[:1])) + struct.pack("<Q", 5) + b"\x80junk" + _messages((ROWS, ranges[1:]))
+    said = serve(garbled, io.BytesIO(sent))  # two writers interleaved: read as the end
+    assert said["rows"] == 10 and said["error"] is None
+    assert list(read_timeline(garbled).batch) == list(range(10))
 
 
 def test_a_dead_journal_process_hands_the_appends_back(tmp_path: Path) -> None:

@@ -148,7 +148,9 @@ class JournalProcess:
 
 
 def _read(stream: IO[bytes]) -> tuple[str, Any] | None:
-    """The next message, or None at the end of the input (a message cut short included)."""
+    """The next message, or None at the end of the input: a message cut short or unreadable included
+    (two writers on the pipe, where a stop came while the journal's thread, given up on after
+    ``JournalWriter.stop``'s wait, was still writing). What was written before stays."""
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         return None
@@ -156,7 +158,11 @@ def _read(stream: IO[bytes]) -> tuple[str, Any] | None:
     body = stream.read(size)
     if len(body) < size:
         return None
-    return pickle.loads(body)  # type: ignore[no-any-return]  # our own parent's data, through our own pipe
+    try:
+        message = pickle.loads(body)  # our own parent's data, through our own pipe
+    except Exception:
+        return None
+    return message if isinstance(message, tuple) and len(message) == 2 else None
 
 
 def serve(path: Path, stream: IO[bytes], say: bool = True) -> dict[str, Any]:
