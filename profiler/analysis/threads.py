@@ -18,8 +18,9 @@ PARTS = {"journal": "appends to timeline.csv", "cupti": "CUPTI's records", "stal
 def threads_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
     """``pinprof's threads ...`` for a run whose meta.json counted them and whose threads ran at all;
     None otherwise (a report written before the count, ``pinprof run``, an empty timeline). The
-    journal's process (``pinprof_journal_process_ms``: its CPU time, start-up included) follows: it
-    runs on a core of its own, outside the profiled process's lock."""
+    journal's process follows (``pinprof_journal_process_ms``: its CPU time for the rows, and
+    ``pinprof_journal_process_start_ms``: to start): it runs on a core of its own, outside the
+    profiled process's lock."""
     spent = info.get("pinprof_threads_ms")
     if not isinstance(spent, dict) or not len(tl):
         return None
@@ -32,10 +33,12 @@ def threads_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
         f"pinprof's own threads: {sum(parts.values()) / n:.3f} ms of CPU a batch over the run's {n:,} batches "
         f"({said}), not in pinprof_ms: while they run Python, a loop's thread that runs Python waits for them"
     )
-    child = info.get("pinprof_journal_process_ms")
+    child, start = info.get("pinprof_journal_process_ms"), info.get("pinprof_journal_process_start_ms")
     if isinstance(child, (int, float)) and child > 0:
         line += (
             f"; the journal's own process, which builds and writes timeline.csv's rows, {child / n:.3f} ms a batch "
-            "(its start-up included) on another core, outside that lock"
+            "on another core, outside that lock"
         )
+        if isinstance(start, (int, float)) and start > 0:
+            line += f", after {start:,.0f} ms of CPU to start"
     return line

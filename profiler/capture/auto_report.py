@@ -63,6 +63,7 @@ def write_session_report(
         warmup_policy=session.warmup_policy,
         pinprof_threads_ms=own_threads.summary(),  # after close(): the journal's thread has stopped
         pinprof_journal_process_ms=session.journal_process_ms,
+        pinprof_journal_process_start_ms=session.journal_process_start_ms,
         **ranks,
     )
     if session.cuda:

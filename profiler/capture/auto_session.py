@@ -242,7 +242,8 @@ class AutoSession:
         # held Python's lock from the loop (``rows.FLUSH_SHARE``'s note: tens of ms an append).
         self.journal = journal
         self._appender = JournalProcess(journal) if journal is not None else None
-        self.journal_process_ms: float | None = None  # its CPU time, once it ended (meta.json)
+        self.journal_process_ms: float | None = None  # its CPU time for the rows, once it ended (meta.json)
+        self.journal_process_start_ms: float | None = None  # and to start
         own_threads.reset()  # meta.json's pinprof_threads_ms: this session's threads' CPU time
         self.clock = flush or rows.FlushClock.from_settings()
         self._flushed: dict[int, int] = {}
@@ -882,7 +883,7 @@ class AutoSession:
         if appender is not None:
             appender.close()  # what it was handed is on disk; later appends (os._exit's) are this thread's
             self.journal_error = self.journal_error or appender.error
-            self.journal_process_ms = appender.cpu_ms
+            self.journal_process_ms, self.journal_process_start_ms = appender.cpu_ms, appender.start_ms
 
     # -- copies ---------------------------------------------------------------------------------
     def takes_over(self, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:

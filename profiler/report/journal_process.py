@@ -16,7 +16,7 @@ The protocol is a stream of messages on the child's standard input, each an 8-by
 length and a pickle: ``(ROWS, [RawRows, ...])`` or ``(STOP, None)``. At a stop, or at the end of its
 input (the profiled process died: a ``kill -9`` keeps every row handed over), the child writes one JSON
 line on its standard output, ``{"rows": n, "error": text or null, "errno": n or null, "cpu_ms": its CPU
-time}``, and exits. A full disk stops the appends as before: the child says so in one line on the
+time, "start_ms": of which its start-up}``, and exits. A full disk stops the appends as before: the child says so in one line on the
 shared standard error, reads and drops what comes after, and reports the error at its end; for
 ``pinprof run``, whose loop stops at a failed append (``bench.keeping.appending``), it ends at once,
 unsaid, and the profiled process raises the error (``rows.Flusher``). Ctrl-C reaches the whole process
@@ -67,7 +67,8 @@ class JournalProcess:
         self.journal, self.say = journal, say
         self.error: str | None = None  # why the appends stopped (a full disk), as the child said it
         self.failure: OSError | None = None  # the same as the error the append raised (its errno)
-        self.cpu_ms: float | None = None  # the child's CPU time, start-up included, as it said at its end
+        self.cpu_ms: float | None = None  # the child's CPU time for the rows, as it said at its end
+        self.start_ms: float | None = None  # and to start (the interpreter, its imports)
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> bool:
@@ -140,9 +141,10 @@ class JournalProcess:
         except (ValueError, IndexError, UnicodeDecodeError):
             pass
         self.journal.rows += int(said.get("rows", 0) or 0)
-        error, code, cpu = said.get("error"), said.get("errno"), said.get("cpu_ms")
+        error, code, cpu, start = said.get("error"), said.get("errno"), said.get("cpu_ms"), said.get("start_ms")
         self.error = error if isinstance(error, str) else None
-        self.cpu_ms = float(cpu) if isinstance(cpu, (int, float)) else None
+        if isinstance(cpu, (int, float)) and isinstance(start, (int, float)):
+            self.cpu_ms, self.start_ms = float(cpu) - float(start), float(start)
         if self.error is not None:
             self.failure = OSError(code if isinstance(code, int) else 0, self.error, str(self.journal.path))
 
@@ -170,6 +172,7 @@ def serve(path: Path, stream: IO[bytes], say: bool = True) -> dict[str, Any]:
     error that stopped the appends, if any, and the CPU time. ``say``: a failed append is said in a
     line and what follows is read and dropped; else it ends the child at once, unsaid, and the
     sender, whose next message finds no reader, says it (``pinprof run`` stops there)."""
+    start_ms = time.process_time() * 1e3  # the interpreter's start and the imports: the child's start-up
     journal = Journal(path)
     error: str | None = None
     code: int | None = None
@@ -190,7 +193,8 @@ def serve(path: Path, stream: IO[bytes], say: bool = True) -> dict[str, Any]:
             if not say:
                 break
             print(f"pinprof: {error}", file=sys.stderr, flush=True)
-    return {"rows": journal.rows, "error": error, "errno": code, "cpu_ms": round(time.process_time() * 1e3, 3)}
+    cpu_ms = time.process_time() * 1e3
+    return {"rows": journal.rows, "error": error, "errno": code, "cpu_ms": round(cpu_ms, 3), "start_ms": round(start_ms, 3)}
 
 
 def main() -> None:
