@@ -39,3 +39,29 @@ def python_sigint() -> object:
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield None
     signal.signal(signal.SIGINT, before)
+
+
+def journal_writers(timeline: str | os.PathLike[str]) -> list[int]:
+    """The pids of the journal processes (``profiler.report.journal_process``) that append to
+    ``timeline``: after a ``kill -9`` of a run, its child still writes the rows it was handed."""
+    wanted = os.fsencode(str(timeline))
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if wanted in argv and any(b"journal_process" in a for a in argv):
+            found.append(int(pid))
+    return found
+
+
+def wait_for_journal(timeline: str | os.PathLike[str], timeout: float = 60.0) -> None:
+    """Until no journal process appends to ``timeline`` (each has written what it was handed)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while journal_writers(timeline) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not journal_writers(timeline), f"a journal process still writes {timeline} after {timeout} s"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import wait_for_journal
 
 from profiler.atomic import write_csv
 from profiler.cli import main
@@ -61,6 +62,7 @@ def test_sigkill_mid_scenario_keeps_the_flushed_batches(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGKILL)  # no handler runs: only what is on disk survives
         proc.wait(timeout=30)
+    wait_for_journal(out / "timeline.csv")  # and what its journal's process was handed, written still
     tl = read_timeline(out)
     assert len(tl) >= seen  # every row seen before the kill is still there, none torn
     assert list(tl.batch) == list(range(len(tl)))

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import wait_for_journal
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
@@ -699,6 +700,7 @@ def test_kill_9_after_10_s_keeps_nine_tenths_of_what_was_iterated_2_s_before(tmp
         killed_at = time.time()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+    wait_for_journal(out / "timeline.csv")  # the rows handed to its journal's process are written still
     iterated = [float(line.split()[1]) for line in log.read_text().splitlines() if len(line.split()) == 2]
     old = sum(1 for t in iterated if t <= killed_at - 2.0)
     rows = len(pd.read_csv(out / "timeline.csv"))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import sigint_as_at_a_terminal
+from conftest import sigint_as_at_a_terminal, wait_for_journal
 
 from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
@@ -336,6 +336,7 @@ def test_a_killed_script_leaves_the_batches_flushed_before(tmp_path: Path) -> No
         assert proc.stdout.readline().startswith("step")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
+    wait_for_journal(out / "timeline.csv")  # the rows handed to its journal's process are written still
     tl = read_timeline(out)
     assert len(tl) >= 20 and (tl.bytes == 8 * IMAGE).all() and list(tl.batch) == list(range(len(tl)))
     info = meta_of(out)
