@@ -740,3 +740,38 @@ def test_a_copy_after_a_plain_loops_end_is_no_batchs() -> None:
         auto_hooks.stop()
     tl = session.close()
     assert list(tl.copies) == [0, 0] and list(tl.bytes) == [0, 0]
+
+
+def test_ctrl_c_inside_the_hooks_after_a_commit_leaves_each_batch_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt raised in a ``next()`` hook right after a row was committed, before the
+    batches in flight were updated, left that batch in flight: the run's end committed it again, and
+    the report could not be read back (batch 18 twice in a fresh-clone CI run of
+    ``tests/test_profile.py``'s Ctrl-C case)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = TensorDataset(torch.rand(40, 3, 4, 4, generator=torch.Generator().manual_seed(0)))
+    session = AutoSession(torch.device("cpu"), run="test")
+    auto_hooks.start(session)
+    fired = []
+    try:
+        loader = DataLoader(data, batch_size=4)
+        for i, (x,) in enumerate(loader):
+            x.to("cpu")
+            if i == 5:
+                prof = next(iter(session.profs.values()))
+                real = prof._commit
+
+                def commit_then_interrupt(rec: dict[str, Any], real: Any = real) -> None:
+                    real(rec)
+                    if not fired:
+                        fired.append(rec["batch"])
+                        raise KeyboardInterrupt  # as a SIGINT's handler raises at the next bytecode
+
+                monkeypatch.setattr(prof, "_commit", commit_then_interrupt)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        auto_hooks.stop()
+    tl = session.close()
+    assert fired == [4]  # the next() for batch 6 closed batch 4 (no optimizer: one next() late) and raised
+    assert list(tl.batch) == list(range(6)), list(tl.batch)  # batch 6 was never fetched

@@ -771,6 +771,11 @@ class AutoSession:
         ``start``: where its step starts, for a row closed at a ``next()`` (``_ahead``). ``until``, a
         window's batch, and ``ended``, an optimizer step's row: the mark where its step ends (its
         event recorded then), ``until`` also leaving out the later batches' fetches and copies."""
+        if "_row" in rec:
+            # Committed already: a KeyboardInterrupt or SystemExit raised in the hooks after its commit,
+            # before the batches in flight were updated, left it there (Ctrl-C in a fresh-clone CI run
+            # wrote batch 18 twice, and the report could not be read back).
+            return
         tent: Mark | None = rec.pop("_tent", None)
         ahead: Mark | None = rec.pop("_ahead", None)
         first_tent = tent  # where a batch trained after it starts its step (below)
@@ -816,7 +821,7 @@ class AutoSession:
             _step_by_events(prof, rec, tent, at_tent, bump)
         else:
             _step_by_host(rec, end, bump)
-        prof._commit(rec)
+        prof._commit(rec)  # sets rec["_row"] as soon as the row is stored
         self.batches += 1
         if len(prof._pending) >= 8:  # amortise: read finished events a few batches at a time
             prof._pending.resolve(prof._anchor)

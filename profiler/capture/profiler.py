@@ -190,6 +190,7 @@ class TransferProfiler:
             rec["bytes"] = 0  # to_device() was not called: nothing was moved
         copies, comp_start, comp_end = rec.get("_h2d", ()), rec.get("_comp_start"), rec.get("_comp_end")
         row = self._store.append(rec)
+        rec["_row"] = row  # stored: a close interrupted after this (Ctrl-C in the hooks) is not stored twice
         if self._cupti_row(rec):
             window = rec.get("_window")
             if window is None:  # the step is what ran inside compute(), first entry to last exit
