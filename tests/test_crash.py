@@ -287,7 +287,9 @@ def test_a_dead_journal_process_hands_the_appends_back(tmp_path: Path) -> None:
     assert child.send(ranges[:1])
     child.close()
     assert journal.rows == 10 and child.error is None
-    assert child.cpu_ms is not None and child.start_ms is not None and 0 < child.cpu_ms < child.start_ms  # 10 rows, against pandas imported
+    assert (
+        child.cpu_ms is not None and child.start_ms is not None and 0 < child.cpu_ms < child.start_ms
+    )  # 10 rows, against pandas imported
     assert list(read_timeline(journal.path).batch) == list(range(10))
     again = JournalProcess(journal)
     assert again.start()

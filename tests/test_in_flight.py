@@ -752,7 +752,7 @@ def test_ctrl_c_inside_the_hooks_after_a_commit_leaves_each_batch_once(monkeypat
     data = TensorDataset(torch.rand(40, 3, 4, 4, generator=torch.Generator().manual_seed(0)))
     session = AutoSession(torch.device("cpu"), run="test")
     auto_hooks.start(session)
-    fired = []
+    fired: list[int] = []
     try:
         loader = DataLoader(data, batch_size=4)
         for i, (x,) in enumerate(loader):

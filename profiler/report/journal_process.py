@@ -194,7 +194,13 @@ def serve(path: Path, stream: IO[bytes], say: bool = True) -> dict[str, Any]:
                 break
             print(f"pinprof: {error}", file=sys.stderr, flush=True)
     cpu_ms = time.process_time() * 1e3
-    return {"rows": journal.rows, "error": error, "errno": code, "cpu_ms": round(cpu_ms, 3), "start_ms": round(start_ms, 3)}
+    return {
+        "rows": journal.rows,
+        "error": error,
+        "errno": code,
+        "cpu_ms": round(cpu_ms, 3),
+        "start_ms": round(start_ms, 3),
+    }
 
 
 def main() -> None:
