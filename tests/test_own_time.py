@@ -147,12 +147,14 @@ def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
     # about batch 5 (0.27 s in): the loop's own start-up, which the warm-up rule leaves in below 2x.
     assert own.max() < 1.5 * median
     assert steady.pinprof_ms.notna().all() and steady.pinprof_ms.median() < 2.0
-    # The appends' own cost is not lost either: the journal's thread's CPU time is in meta.json, and
-    # the report states it a batch beside pinprof_ms. Five or so appends of a few ms each (7 ms or
-    # more to build a timeline here), in a run of some 1.5 s of which the loop's thread sleeps most.
-    spent = json.loads((out / "meta.json").read_text())["pinprof_threads_ms"]
+    # The appends' own cost is not lost either: the journal's thread's CPU time (reading the rows out,
+    # handing them over) is in meta.json, and the report states it a batch beside pinprof_ms, with the
+    # journal's process's (building and writing them: 7 ms or more a timeline here) and its start-up.
+    info = json.loads((out / "meta.json").read_text())
+    spent = info["pinprof_threads_ms"]
     wall = float(tl.batch_start_ms.iloc[-1] + tl.batch_ms.iloc[-1] - tl.batch_start_ms.iloc[0])
-    assert 1.0 < spent["journal"] < wall, (spent, wall)
+    assert 0.0 < spent["journal"] < wall, (spent, wall)
+    assert info["pinprof_journal_process_ms"] > spent["journal"] and info["pinprof_journal_process_start_ms"] > 0
     said = f"pinprof's own threads: {sum(spent.values()) / len(tl):.3f} ms of CPU a batch over the run's 36 batches"
     assert said in (out / "summary.md").read_text() and said in (out / "diagnosis.md").read_text()
     assert said in " ".join(run.stderr.split())  # the terminal's brief, wrapped
