@@ -89,9 +89,10 @@ def completed_raw(prof: TransferProfiler, start: int) -> tuple[RawRows | None, i
 # The most of a loop's time the appends may take, unless PINPROF_FLUSH_S fixes their interval. On the
 # H200, in a resnet50 loop of 65 ms steps (scripts/bench_profile_overhead.py --ablate), the loader's
 # next() took 1.27 ms per step with an append every 2 s and 0.66 ms without the journal: 0.6 ms, about
-# 0.9% of the step. An append (a timeline built for the batches since the last) holds Python's lock:
+# 0.9% of the step. An append (a timeline built for the batches since the last) held Python's lock:
 # on this project's CPU machine 7-15 ms to build, 6-78 ms to format and write 10-2,000 rows
-# (scripts/bench_append.py).
+# (scripts/bench_append.py). Those now run in the journal's own process where one starts
+# (``profiler.report.journal_process``); this thread reads the rows out and hands them over.
 FLUSH_SHARE = 0.002
 
 
@@ -179,8 +180,9 @@ def quick_switches() -> Iterator[None]:
 
 class JournalWriter(threading.Thread):
     """Calls ``flush`` every ``every_s`` seconds from its own thread until ``stop``: the loop's thread
-    makes no append (a timeline built for the batches completed since the last, then one write), but
-    waits for Python's lock while this thread holds it (the note at ``FLUSH_SHARE``). The interval does
+    makes no append (the batches completed since the last, handed to the journal's process, or built
+    and written here where none started), but waits for Python's lock while this thread holds it (the
+    note at ``FLUSH_SHARE``; its CPU time is counted, ``own_threads``). The interval does
     not stretch, so a ``kill -9`` loses at most the last one: stretched, the stalls fell from 11 to 2 a
     run on the CPU machine and ``tests/test_hostile.py``'s kill kept 398 rows of 1,841. What the loop's
     thread and this one share is locked: the store's arrays (``Store``), the events not read yet
