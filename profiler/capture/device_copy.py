@@ -193,11 +193,7 @@ class DeviceCopier:
                 set_stream(compute_stream)
             self._nvtx.pop()
         account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
-        if side is not None:
-            for d in dsts:  # the allocator's note that the compute stream uses them (see _destinations)
-                d.record_stream(compute_stream)
-        moved = iter(dsts)
-        out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.is_cpu else t.to(dev))
+        out = self._placed(batch, dsts, compute_stream if side is not None else None)
         _log_call(rec, srcs, call_s, call_e)
         return out, _dma_kind(rec, spec, src_kinds)
 
@@ -247,18 +243,24 @@ class DeviceCopier:
     ) -> tuple[Any, list[Call], cudart.Runtime | None]:
         """The output structure, the allocator's note that the consumer stream will use the
         destinations, the choice of copy call (direct ``cudaMemcpyAsync`` for pageable sources)."""
-        dev = self.device
         rt = cudart.runtime() if "pageable" in kinds else None
         calls = [
             (d, t, rt is not None and k == "pageable" and cudart.direct_copy_ok(d, t))
             for d, t, k in zip(dsts, srcs, kinds)
         ]
+        return self._placed(batch, dsts, consumer), calls, rt
+
+    def _placed(self, batch: Any, dsts: list[torch.Tensor], consumer: torch.cuda.Stream | None) -> Any:
+        """``batch`` with its CPU tensors replaced by ``dsts`` in order (a tensor already elsewhere
+        moved by ``.to()``), and the allocator's note that ``consumer``, if any, uses the destinations
+        (a side stream's copies: see ``_destinations``)."""
+        dev = self.device
         moved = iter(dsts)
         out = batch_tree.map_tensors(batch, lambda t: next(moved) if t.is_cpu else t.to(dev))
         if consumer is not None:
             for d in dsts:
                 d.record_stream(consumer)
-        return out, calls, rt
+        return out
 
     @staticmethod
     def _issue(
