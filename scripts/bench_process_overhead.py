@@ -9,6 +9,8 @@ beside a profiled one would pay for its records too; and a run of ``pinprof prof
     python scripts/bench_process_overhead.py [--rounds 4] -- python3 scripts/resnet_train.py --steps 100
     python scripts/bench_process_overhead.py --baseline PATH -- ...   (also an older checkout's pinprof
         profile, in the same rounds, the three kinds' order rotated round by round)
+    python scripts/bench_process_overhead.py --records-only -- ...   (also the script with CUPTI's records
+        on and nothing else of pinprof's, ``scripts/records_only.py``: CUPTI's own share of the ratio)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from profiler.bench import baseline
 from profiler.bench.rounds import median_interval
 
 STEADY = re.compile(r"steady step ms \(median of (\d+)\): ([0-9.]+)")
+RECORDS_ONLY = Path(__file__).with_name("records_only.py")
 WAIT = re.compile(r"steady wait ms \(median of (\d+)\): ([0-9.]+)")  # scripts/resnet_train.py's wait for a batch
 
 
@@ -88,6 +91,11 @@ def main() -> None:
         default=None,
         help=f"also profile under the older checkout at PATH, in the same rounds ({baseline.HINT})",
     )
+    ap.add_argument(
+        "--records-only",
+        action="store_true",
+        help="also run the script with CUPTI's records on and no hooks, in the same rounds (scripts/records_only.py)",
+    )
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the script's command line")
     args = ap.parse_args()
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -100,12 +108,17 @@ def main() -> None:
         root = baseline.checkout(args.baseline)
         sides["baseline"] = (root, baseline.env_for(root))
         cmd = _absolute(cmd)
-    steps: dict[str, list[float]] = {kind: [] for kind in ("bare", *sides)}
+    # Kinds run beside the bare script without pinprof profile: CUPTI's records alone.
+    plain: dict[str, list[str]] = (
+        {"records": [sys.executable, str(RECORDS_ONLY), "--", *cmd]} if args.records_only else {}
+    )
+    steps: dict[str, list[float]] = {kind: [] for kind in ("bare", *plain, *sides)}
     backend = "?"
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="pinprof-bench-") as scratch:
             tmp = Path(args.keep) / f"round-{r}" if args.keep else Path(scratch)
             runs: list[tuple[str, list[str], str | None, dict[str, str] | None]] = [("bare", cmd, None, None)]
+            runs += [(kind, c, None, None) for kind, c in plain.items()]
             for kind, (cwd, env) in sides.items():
                 out = str((tmp / kind) if len(sides) > 1 else tmp)
                 runs.append(
@@ -140,6 +153,10 @@ def main() -> None:
         if len(got) == len(runs):
             for kind, ms in got.items():
                 steps[kind].append(ms)
+            for kind in plain:
+                print(
+                    f"round {r}: bare {got['bare']:.3f} ms, {kind} {got[kind]:.3f} ms, ratio {got[kind] / got['bare']:.4f}"
+                )
             for kind in sides:
                 # the script's own wait for its batches on each side: a profiled run slowed by its input
                 # pipeline (the workers, the pin thread) shows it there, not in pinprof's own time
@@ -156,13 +173,15 @@ def main() -> None:
     bare_ms = steps["bare"]
     if not bare_ms:
         return
-    for kind in sides:
+    for kind in (*plain, *sides):
         ratios = [p / b for b, p in zip(bare_ms, steps[kind])]
-        name = "pinprof profile" if kind == "profiled" else f"pinprof profile of {args.baseline}"
+        name = {"profiled": "pinprof profile", "records": "CUPTI's records alone"}.get(
+            kind, f"pinprof profile of {args.baseline}"
+        )
         print(
             f"{name} / bare, median of {len(ratios)} rounds: {statistics.median(ratios):.4f} "
             f"(range {min(ratios):.4f}-{max(ratios):.4f}); steady step bare {statistics.median(bare_ms):.3f} ms, "
-            f"profiled {statistics.median(steps[kind]):.3f} ms; GPU clock {backend}"
+            f"{kind} {statistics.median(steps[kind]):.3f} ms; GPU clock {backend}"
         )
         # What the rounds can tell: the median's interval, and the bare processes' own spread, which a
         # target of 1% must be read against (profiler.bench.rounds)
@@ -175,6 +194,13 @@ def main() -> None:
         print(
             f"median ratio's interval (order statistics, 90% or more): {ci}; bare processes alone "
             f"{min(bare_ms):.3f}-{max(bare_ms):.3f} ms a step"
+        )
+    if plain and "profiled" in sides:
+        # pinprof's own share: each round's profiled process against the same round's records-only one
+        own = [p / c for c, p in zip(steps["records"], steps["profiled"])]
+        print(
+            f"pinprof profile / CUPTI's records alone, median of {len(own)} rounds: {statistics.median(own):.4f} "
+            f"(range {min(own):.4f}-{max(own):.4f})"
         )
 
 

@@ -166,11 +166,30 @@ log="$OUT/gpu_check.log"
                        --keep "$OUT/process-resident" -- python3 scripts/resident_loop.py --steps 1500 --warm 100 ;;
       # Both, each round with an older checkout's pinprof profile too (BASELINE, carried: a folder that
       # holds its profiler package), the three kinds' order rotated round by round.
-      process-base) timeout 290 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
-                      --baseline "${BASELINE:-.base}" -- python3 scripts/resident_loop.py --steps 1500 --warm 100
-                    timeout 300 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
-                      --baseline "${BASELINE:-.base}" -- python3 scripts/resnet_train.py --model small --image-size 96 \
-                      --batch-size 128 --steps 600 --warm 100 ;;
+      # process-base-resident and process-base-short: one loop each.
+      process-base|process-base-resident|process-base-short)
+        if [ "$step" != process-base-short ]; then
+          timeout 290 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
+            --baseline "${BASELINE:-.base}" -- python3 scripts/resident_loop.py --steps 1500 --warm 100
+        fi
+        if [ "$step" != process-base-resident ]; then
+          timeout 300 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
+            --baseline "${BASELINE:-.base}" -- python3 scripts/resnet_train.py --model small --image-size 96 \
+            --batch-size 128 --steps 600 --warm 100
+        fi ;;
+      # tests/test_gpu_profile.py with this checkout's package, then with an older one's (BASELINE, carried:
+      # a folder that holds its profiler package; run from there, python -m finds it first), one machine.
+      gpu-profile-base) timeout 150 python3 -m pytest -m gpu -s -q -p no:cacheprovider tests/test_gpu_profile.py
+                        here=$PWD; (cd "${BASELINE:-.base}" && timeout 150 python3 -m pytest -m gpu -s -q -p no:cacheprovider \
+                          -c "$here/setup.cfg" --rootdir "$here" "$here/tests/test_gpu_profile.py") ;;
+      # CUPTI's own share of both ratios: each round runs the script bare, with CUPTI's records on and
+      # nothing else of pinprof's (scripts/records_only.py: buffers given back unread), and under pinprof
+      # profile, the three kinds' order rotated round by round.
+      process-records) timeout 200 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 60 \
+                         --records-only -- python3 scripts/resident_loop.py --steps 1500 --warm 100
+                       timeout 330 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} --timeout 90 \
+                         --records-only -- python3 scripts/resnet_train.py --model small --image-size 96 \
+                         --batch-size 128 --steps 600 --warm 100 ;;
       # Where process-resident's excess goes: the same rounds with one part of pinprof's run changed
       # each time: kernels placed by CUPTI's launch times instead of markers (PINPROF_CUPTI_LATENCY=1),
       # the journal's appends during the run (PINPROF_FLUSH_S=1000: written at the end only), CUPTI

@@ -102,7 +102,9 @@ def _run_source(path: str) -> None:
             sys.modules["__main__"] = saved
 
 
-def _run(target: Target) -> None:
+def run_target(target: Target) -> None:
+    """Run ``target`` in this process as ``python`` would: its argv, its folder (or the current one) first
+    on sys.path, as ``__main__``."""
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = list(target.argv)
     try:
@@ -176,7 +178,7 @@ def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None,
     watch = _watch_stalls(session, launch_times=clock is not None and clock.active and current().cupti_latency)
     auto_hooks.start(session)
     try:
-        _run(target)
+        run_target(target)
         return 0, None, None
     except SystemExit as err:
         code = _exit_code(err)

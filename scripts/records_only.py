@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""A script run with CUPTI's activity records on, as ``pinprof profile`` enables them, and nothing else
+of pinprof's: no hooks, no rows, no markers, no parsing. Each buffer CUPTI completes is given back
+unread (``scripts/bench_launch_cost.py``'s ``start_records``), so what the script pays here is CUPTI's
+and the driver's own cost: the floor under ``pinprof profile``'s overhead while CUPTI is its GPU clock.
+
+    python scripts/records_only.py -- python SCRIPT ARGS
+
+``scripts/bench_process_overhead.py --records-only`` runs it beside the bare script and ``pinprof
+profile``, process against process.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bench_launch_cost import start_records
+
+from profiler.bench.script import parse_target, run_target
+from profiler.capture.cupti.lib import CuptiCallError
+
+
+def main() -> None:
+    target = parse_target(sys.argv[1:])  # a bad command is refused before CUPTI starts
+    try:
+        start_records(latency=False)  # before the script's CUDA work, as pinprof profile starts CUPTI
+    except CuptiCallError as err:  # no GPU, or CUPTI held by another client: no figure, said so
+        sys.exit(f"records_only: CUPTI's records could not be enabled ({err}); this needs a CUDA GPU")
+    run_target(target)
+
+
+if __name__ == "__main__":
+    main()
