@@ -40,6 +40,7 @@ PARTS: dict[type, tuple[str, ...]] = {
         "_bump",
         "copy_begin",
         "copy_end",
+        "copy_noted",
         "backward",
         "trained",
     ),

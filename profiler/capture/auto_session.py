@@ -990,6 +990,53 @@ class AutoSession:
         if prof.mode == "auto":
             prof.mode = copy_mode(pinned, non_blocking)
 
+    def copy_noted(
+        self,
+        prof: TransferProfiler,
+        rec: dict[str, Any],
+        src: torch.Tensor,
+        non_blocking: bool,
+        alt_bytes: int | None,
+        call_s_ns: int,
+        call_e_ns: int,
+    ) -> None:
+        """``copy_end`` of a copy no event times (CUPTI's records time it, or a CPU device), in one
+        call: the copy added to the current batch ``rec`` of ``prof`` as ``copy_end`` adds it.
+        ``call_s_ns``, ``call_e_ns``: ``perf_counter_ns`` around the user's call. Kept apart from
+        ``copy_end`` because every copy of a profiled loop comes here: ``account`` and
+        ``note_memory`` are written out (a call each less), and the events' branches are not read."""
+        if self.steps and len(self.flight) > 1:  # _bump marks nothing before the first step
+            self._bump(rec)  # batches fetched before this one: their step comes after this copy
+        prof.nvtx.pop()
+        pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
+        nbytes = src.numel() * src.element_size()  # batch_tree.tensor_bytes
+        was = rec["bytes"]
+        rec["bytes"] = nbytes + (was if was > 0 else 0)
+        rec["copies"] += 1
+        call_s, call_e = call_s_ns / 1e6, call_e_ns / 1e6
+        if rec["call_s"] != rec["call_s"]:  # NaN: the batch's first copy (phases.account)
+            rec["call_s"], rec["call_sum"] = call_s, call_e - call_s
+        else:
+            rec["call_sum"] += call_e - call_s
+        rec["call_e"] = call_e
+        if not (pinned and non_blocking):
+            rec["copy_sync"] = True
+        before_step = "_stepped" not in rec  # a copy after the batch's step: see copy_end
+        calls = rec.get("_calls")
+        if calls is not None:
+            if before_step:
+                rec["request"] = call_e  # the step may use the data once the call returns: see copy_end
+            expect = (nbytes,) if alt_bytes is None or alt_bytes == nbytes else (nbytes, alt_bytes)
+            calls.append((call_s_ns, call_e_ns, (expect,) if nbytes else ()))
+        elif before_step:
+            rec["comp_s"] = call_e  # host clock: the step starts when the batch's last copy has returned
+        kind = "pinned" if pinned else "pageable"
+        was_kind = rec["src_memory"]  # store.note_memory
+        if was_kind != kind:
+            rec["src_memory"] = "mixed" if was_kind else kind
+        if prof.mode == "auto":
+            prof.mode = copy_mode(pinned, non_blocking)
+
     def pin_end(self, start: float) -> None:
         """A ``pin_memory()`` the main thread made inside the current batch, from ``start`` (host ms)
         to now: the batch's pin interval (first start, last end)."""
