@@ -1,0 +1,98 @@
+"""``AutoSession.copy_noted``, the one call that adds a copy no event times (CUPTI's records time it, or
+a CPU device), against ``copy_begin`` and ``copy_end``, which it stands for there: the same batch record
+after the same copies, field by field, with the host clock's readings as the only difference."""
+
+from __future__ import annotations
+
+import copy
+from time import perf_counter_ns
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from profiler.capture import auto_hooks
+from profiler.capture.auto_session import AutoSession
+
+# Fields read from the host clock: each side reads its own.
+CLOCKED = ("call_s", "call_sum", "call_e", "request", "comp_s")
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(a == b or (a != a and b != b))  # NaN, a field not set yet, on both sides
+
+
+def _current_batch() -> tuple[AutoSession, Any, dict[str, Any]]:
+    """A session on a CPU device with one batch fetched through the hooks and current."""
+    s = AutoSession("cpu", nvtx=False)
+    loader = DataLoader([torch.zeros(4)] * 2, batch_size=None)
+    auto_hooks.start(s)
+    try:
+        next(iter(loader))
+    finally:
+        auto_hooks.stop()
+    assert s.cur is not None
+    prof, rec = s.cur
+    return s, prof, rec
+
+
+# (source, non_blocking, the size asked for when the copy converts): a float tensor and a pageable
+# byte tensor converted to float, then a scalar and an empty tensor (no bytes to expect).
+COPIES = [
+    (torch.arange(10, dtype=torch.float32), True, None),
+    (torch.zeros(7, dtype=torch.uint8), False, 28),
+    (torch.tensor(3.0), True, None),
+    (torch.zeros(0), False, None),
+]
+
+
+@pytest.mark.parametrize("cupti", [False, True], ids=["host", "cupti"])
+def test_copy_noted_adds_copies_as_copy_begin_and_copy_end_do(cupti: bool) -> None:
+    s, prof, rec = _current_batch()
+    if cupti:
+        rec["_calls"] = []  # as ``arrived`` leaves a batch that CUPTI's records time
+    was = copy.deepcopy(rec)
+    old, new = copy.deepcopy(rec), copy.deepcopy(rec)
+    spans = []
+    for src, non_blocking, alt in COPIES:
+        prof.mode = "auto"
+        s.cur = (prof, old)
+        began = s.copy_begin()
+        s.copy_end(began, src, non_blocking, alt, perf_counter_ns())
+        old_mode, prof.mode = prof.mode, "auto"
+        s.cur = (prof, new)
+        t1 = perf_counter_ns()
+        t2 = t1 + 2_000
+        s.copy_noted(prof, new, src, non_blocking, alt, t1, t2)
+        spans.append((t1, t2))
+        assert prof.mode == old_mode
+    for key in set(old) | set(new):
+        if key not in CLOCKED and key != "_calls":
+            assert _same(new.get(key), old.get(key)), (key, new.get(key), old.get(key))
+    assert new["copies"] == len(COPIES) and new["bytes"] == 40 + 7 + 4 + 0
+    assert new["copy_sync"] and new["src_memory"] == "pageable"  # no pinned memory on a CPU machine
+    first, last = spans[0], spans[-1]
+    assert new["call_s"] == first[0] / 1e6 and new["call_e"] == last[1] / 1e6
+    assert new["call_sum"] == pytest.approx(len(COPIES) * 2_000 / 1e6)
+    if cupti:
+        # each copy's call for CUPTI's matching: its host span in ns, and the sizes its record may have
+        assert [c[:2] for c in new["_calls"]] == spans
+        assert [c[2] for c in new["_calls"]] == [c[2] for c in old["_calls"]] == [((40,),), ((7, 28),), ((4,),), ()]
+        # the step may ask for the data once the last call returned; its start stays the fetch's end
+        assert new["request"] == last[1] / 1e6 and _same(new["comp_s"], was["comp_s"])
+    else:
+        # host clock: the step starts when the batch's last copy has returned
+        assert new["comp_s"] == last[1] / 1e6 and _same(new.get("request"), was.get("request"))
+
+
+def test_a_copy_after_the_batchs_step_leaves_its_step_start_alone() -> None:
+    s, prof, rec = _current_batch()
+    rec["_calls"] = []
+    rec["_stepped"] = True
+    was = copy.deepcopy(rec)
+    t1 = perf_counter_ns()
+    s.copy_noted(prof, rec, torch.ones(3), True, None, t1, t1 + 1_000)
+    assert rec["copies"] == 1 and rec["_calls"] == [(t1, t1 + 1_000, ((12,),))]  # counted, and matched
+    # a metric's copy after the step: the step's ask for the data and its start stay where they were
+    assert _same(rec.get("request"), was.get("request")) and _same(rec["comp_s"], was["comp_s"])
