@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
@@ -26,7 +26,7 @@ def _same(a: Any, b: Any) -> bool:
 def _current_batch() -> tuple[AutoSession, Any, dict[str, Any]]:
     """A session on a CPU device with one batch fetched through the hooks and current."""
     s = AutoSession("cpu", nvtx=False)
-    loader = DataLoader([torch.zeros(4)] * 2, batch_size=None)
+    loader: DataLoader[tuple[torch.Tensor, ...]] = DataLoader(TensorDataset(torch.zeros(2, 4)), batch_size=None)
     auto_hooks.start(s)
     try:
         next(iter(loader))
