@@ -74,7 +74,7 @@ def test_copy_noted_adds_copies_as_copy_begin_and_copy_end_do(cupti: bool) -> No
     assert new["copy_sync"] and new["src_memory"] == "pageable"  # no pinned memory on a CPU machine
     first, last = spans[0], spans[-1]
     assert new["call_s"] == first[0] / 1e6 and new["call_e"] == last[1] / 1e6
-    assert new["call_sum"] == pytest.approx(len(COPIES) * 2_000 / 1e6)
+    assert new["call_sum"] == pytest.approx(len(COPIES) * 2_000 / 1e6, abs=1e-6)  # ms from ns clocks near 1e13
     if cupti:
         # each copy's call for CUPTI's matching: its host span in ns, and the sizes its record may have
         assert [c[:2] for c in new["_calls"]] == spans
