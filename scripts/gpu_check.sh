@@ -212,6 +212,14 @@ log="$OUT/gpu_check.log"
       # The hooks alone on the resident loop, bare and hooked blocks in one process, CUPTI on for both
       # (then events): what of process-resident's ratio is the hooks', and what is CUPTI's own.
       resident-hooks) for b in cupti events; do PINPROF_BACKEND=$b timeout 90 python3 scripts/resident_loop.py --hooks --blocks 60; done ;;
+      # The same hooks' blocks, this checkout against an older one's package (BASELINE, carried; run from
+      # PYTHONPATH), alternated process by process, CUPTI the clock.
+      resident-hooks-base) here=$PWD
+                           for r in $(seq ${HOOK_ROUNDS:-4}); do for side in head base; do
+                             if [ $(( r % 2 )) = 0 ]; then side=$([ $side = head ] && echo base || echo head); fi
+                             dir=$([ $side = head ] && echo "$here" || echo "${BASELINE:-.base}")
+                             echo "$side: $(PYTHONPATH="/tmp/site:$dir" timeout 90 python3 "$here/scripts/resident_loop.py" --hooks --blocks 60 2>/dev/null | tail -n 1)"
+                           done; done ;;
       # Where pinprof profile's own time goes on the loop's thread, part by part (scripts/hook_parts.py),
       # on the short step and on the resident loop, each with the default clock (CUPTI where it runs).
       parts) timeout 120 python3 scripts/hook_parts.py --out "$OUT/parts-short" -- python3 scripts/resnet_train.py \
