@@ -5,6 +5,7 @@ after the same copies, field by field, with the host clock's readings as the onl
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from time import perf_counter_ns
 from typing import Any
 
@@ -23,8 +24,10 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b or (a != a and b != b))  # NaN, a field not set yet, on both sides
 
 
-def _current_batch() -> tuple[AutoSession, Any, dict[str, Any]]:
-    """A session on a CPU device with one batch fetched through the hooks and current."""
+@pytest.fixture
+def current() -> Iterator[tuple[AutoSession, Any, dict[str, Any]]]:
+    """A session on a CPU device with one batch fetched through the hooks and current; closed after
+    (it holds the pin hook while open)."""
     s = AutoSession("cpu", nvtx=False)
     loader: DataLoader[tuple[torch.Tensor, ...]] = DataLoader(TensorDataset(torch.zeros(2, 4)), batch_size=None)
     auto_hooks.start(s)
@@ -34,7 +37,10 @@ def _current_batch() -> tuple[AutoSession, Any, dict[str, Any]]:
         auto_hooks.stop()
     assert s.cur is not None
     prof, rec = s.cur
-    return s, prof, rec
+    try:
+        yield s, prof, rec
+    finally:
+        s.close()
 
 
 # (source, non_blocking, the size asked for when the copy converts): a float tensor and a pageable
@@ -48,12 +54,14 @@ COPIES = [
 
 
 @pytest.mark.parametrize("cupti", [False, True], ids=["host", "cupti"])
-def test_copy_noted_adds_copies_as_copy_begin_and_copy_end_do(cupti: bool) -> None:
-    s, prof, rec = _current_batch()
+def test_copy_noted_adds_copies_as_copy_begin_and_copy_end_do(
+    cupti: bool, current: tuple[AutoSession, Any, dict[str, Any]]
+) -> None:
+    s, prof, rec = current
+    was = copy.deepcopy(rec)  # copies of the batch in flight: the session closes it unchanged
     if cupti:
-        rec["_calls"] = []  # as ``arrived`` leaves a batch that CUPTI's records time
-    was = copy.deepcopy(rec)
-    old, new = copy.deepcopy(rec), copy.deepcopy(rec)
+        was["_calls"] = []  # as ``arrived`` leaves a batch that CUPTI's records time
+    old, new = copy.deepcopy(was), copy.deepcopy(was)
     spans = []
     for src, non_blocking, alt in COPIES:
         prof.mode = "auto"
@@ -86,8 +94,11 @@ def test_copy_noted_adds_copies_as_copy_begin_and_copy_end_do(cupti: bool) -> No
         assert new["comp_s"] == last[1] / 1e6 and _same(new.get("request"), was.get("request"))
 
 
-def test_a_copy_after_the_batchs_step_leaves_its_step_start_alone() -> None:
-    s, prof, rec = _current_batch()
+def test_a_copy_after_the_batchs_step_leaves_its_step_start_alone(
+    current: tuple[AutoSession, Any, dict[str, Any]],
+) -> None:
+    s, prof, current_rec = current
+    rec = copy.deepcopy(current_rec)  # the session closes the batch in flight unchanged
     rec["_calls"] = []
     rec["_stepped"] = True
     was = copy.deepcopy(rec)
