@@ -212,8 +212,8 @@ log="$OUT/gpu_check.log"
       # The hooks alone on the resident loop, bare and hooked blocks in one process, CUPTI on for both
       # (then events): what of process-resident's ratio is the hooks', and what is CUPTI's own.
       resident-hooks) for b in cupti events; do PINPROF_BACKEND=$b timeout 90 python3 scripts/resident_loop.py --hooks --blocks 60; done ;;
-      # The same hooks' blocks, this checkout against an older one's package (BASELINE, carried; run from
-      # PYTHONPATH), alternated process by process, CUPTI the clock.
+      # The same hooks' blocks, this checkout against an older one's package (BASELINE, carried, put first
+      # on PYTHONPATH), alternated process by process, CUPTI the clock.
       resident-hooks-base) here=$PWD
                            for r in $(seq ${HOOK_ROUNDS:-4}); do for side in head base; do
                              if [ $(( r % 2 )) = 0 ]; then side=$([ $side = head ] && echo base || echo head); fi

@@ -50,12 +50,12 @@ def test_auto_copies_agree_with_cupti_batch_by_batch() -> None:
     # The step asks for the data when the last copy returns; the GPU is idle during the copy (the
     # previous step ended in loss.item()), so the copy is exposed, and the diagnosis says so.
     wait, idle = tl.wait_ms.median(), tl.gpu_idle_ms.median()
-    # Where the host's time went between the batch's first copy and its ask for the data (the wait's
-    # start): a slow host, or pinprof's own copy path, leaves less of the copy to wait for.
+    # Where the host's time went between the batch's first copy on the GPU and its ask for the data (the
+    # wait's start): a slow host, or pinprof's own copy path, leaves less of the copy to wait for.
     lead = (tl.wait_start_ms - tl.h2d_start_ms).median()
     print(
         f"auto hooks: wait_ms median {wait:.4f}, gpu_idle_ms median {idle:.4f}, h2d_ms median {tl.h2d_ms.median():.4f}; "
-        f"first copy's start to the ask {lead:.4f} ms, h2d_call_ms median {tl.h2d_call_ms.median():.4f}, "
+        f"first copy's DMA start to the ask {lead:.4f} ms, h2d_call_ms median {tl.h2d_call_ms.median():.4f}, "
         f"pinprof_ms median {tl.pinprof_ms.median():.4f}, clock {sorted(set(tl.gpu_clock))}"
     )
     assert wait > 0.5 * tl.h2d_ms.median() and idle > 0.5 * tl.h2d_ms.median()
