@@ -222,7 +222,7 @@ def _timed_copy(
     out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
     t2 = perf_counter_ns()
     try:  # _guarded's work, written out: a frame less on every copy
-        s.copy_end(began, src, non_blocking, alt_bytes, t2)
+        s.copy_end(began, src, non_blocking, t2)
     except Exception as err:
         _fail(err)
     rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out

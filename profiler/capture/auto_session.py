@@ -925,14 +925,11 @@ class AutoSession:
         return out  # type: ignore[no-any-return]
 
     def copy_begin(self) -> tuple[Any, Any, Any, float]:
-        """Before one of the user's host-to-device copies in the current batch: its start event on
-        the current stream, where the copy runs (no events on a CPU device, where the ``.to(device)``
-        of the batch is counted as ``TransferProfiler.to_device`` counts it there, host-timed).
-        Returns what ``copy_end`` takes."""
-        prof, rec = self.cur  # type: ignore[misc]
+        """Before one of the user's host-to-device copies in the current batch, where CUDA events time
+        it: its start event on the current stream, where the copy runs. Returns what ``copy_end``
+        takes. A copy no event times (CUPTI's records, a CPU device) is ``copy_noted``'s."""
+        prof, _ = self.cur  # type: ignore[misc]
         prof.nvtx.push("h2d")
-        if not self.cuda or "_calls" in rec:  # no events: a CPU device, or CUPTI's records time it
-            return None, None, None, now_ms()
         stream = current_stream(prof._index)
         start, end = prof._pool.get(), prof._pool.get()
         record(start, stream)
@@ -943,49 +940,36 @@ class AutoSession:
         began: tuple[Any, Any, Any, float],
         src: torch.Tensor,
         non_blocking: bool,
-        alt_bytes: int | None = None,
         returned_ns: int | None = None,
     ) -> None:
         """After it: its end event, and the copy added to the current batch (bytes, ``copies``, call
-        time, whether it blocked, ``src_memory``) as ``TransferProfiler.to_device`` adds its own.
-        ``alt_bytes``: the copy's size in the dtype it was asked for, when it converts (torch may
-        convert before the copy); CUPTI's record may have either size. ``returned_ns``: when the call
-        returned (``perf_counter_ns``), if the caller read it (a clock read less); else now."""
+        time, whether it blocked, ``src_memory``) as ``TransferProfiler.to_device`` adds its own; the
+        events' twin of ``copy_noted``. ``returned_ns``: when the call returned (``perf_counter_ns``),
+        if the caller read it (a clock read less); else now."""
         call_e = (perf_counter_ns() if returned_ns is None else returned_ns) / 1e6
         stream, start, end, call_s = began
         prof, rec = self.cur  # type: ignore[misc]
-        if stream is not None:
-            record(end, stream)
+        record(end, stream)
         if self.steps and len(self.flight) > 1:  # _bump marks nothing before the first step
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
-        pinned = self.cuda and src.is_pinned()  # is_pinned() asks CUDA: not on a CPU machine
+        pinned = src.is_pinned()  # events run on CUDA only
         nbytes = tensor_bytes(src)
         rec["bytes"] = max(rec["bytes"], 0) + nbytes
         rec["copies"] += 1
         account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
         rec["copy_sync"] = rec["copy_sync"] or not (pinned and non_blocking)
-        # A copy after the batch's step (a metric's, a logger's: Lightning's logged values at the end
-        # of a fit) is counted, but the step's start and its ask for the data stay where they were:
-        # moved to it, the last training row of a Lightning fit read 2.0 ms of compute for 160.
-        before_step = "_stepped" not in rec
-        if stream is not None:
-            # No compute() context says when the step needs the data: the script's next GPU op may
-            # use it as soon as the call returns, so that is when it is asked for (the wait of an
-            # asynchronous copy runs from the last copy's return to its end). Without it, the wait
-            # fell back to the batch's end and read 0 on a loop whose GPU idled 2.8 ms per step
-            # for its copy (resnet50 on the H200).
-            rec.setdefault("_h2d", []).append((start, end, True))
-            if before_step:
-                rec["request"] = call_e
-                record(rec["_comp_start"], stream)  # compute starts when the batch's last copy has ended
-        elif "_calls" in rec:
-            if before_step:
-                rec["request"] = call_e  # as above: the step may use the data once the call returns
-            expect = (nbytes,) if alt_bytes in (None, nbytes) else (nbytes, alt_bytes)
-            rec["_calls"].append((round(call_s * 1e6), round(call_e * 1e6), (expect,) if nbytes else ()))
-        elif before_step:
-            rec["comp_s"] = call_e  # host clock: the step starts when the batch's last copy has returned
+        rec.setdefault("_h2d", []).append((start, end, True))
+        # No compute() context says when the step needs the data: the script's next GPU op may use it
+        # as soon as the call returns, so that is when it is asked for (the wait of an asynchronous
+        # copy runs from the last copy's return to its end). Without it, the wait fell back to the
+        # batch's end and read 0 on a loop whose GPU idled 2.8 ms per step for its copy (resnet50 on
+        # the H200). A copy after the batch's step (a metric's, a logger's: Lightning's logged values
+        # at the end of a fit) is counted, but the step's start and its ask for the data stay where
+        # they were: moved to it, the last training row of a Lightning fit read 2.0 ms of compute for 160.
+        if "_stepped" not in rec:
+            rec["request"] = call_e
+            record(rec["_comp_start"], stream)  # compute starts when the batch's last copy has ended
         note_memory(rec, "pinned" if pinned else "pageable", None)
         if prof.mode == "auto":
             prof.mode = copy_mode(pinned, non_blocking)
@@ -1002,9 +986,11 @@ class AutoSession:
     ) -> None:
         """``copy_end`` of a copy no event times (CUPTI's records time it, or a CPU device), in one
         call: the copy added to the current batch ``rec`` of ``prof`` as ``copy_end`` adds it.
-        ``call_s_ns``, ``call_e_ns``: ``perf_counter_ns`` around the user's call. Kept apart from
+        ``alt_bytes``: the copy's size in the dtype it was asked for, when it converts (torch may convert
+        before the copy); CUPTI's record may have either size. ``call_s_ns``, ``call_e_ns``:
+        ``perf_counter_ns`` around the user's call. Kept apart from
         ``copy_end`` because every copy of a profiled loop comes here: ``account`` and
-        ``note_memory`` are written out (a call each less), and the events' branches are not read."""
+        ``note_memory`` are written out (a call each less), and no event is recorded."""
         if self.steps and len(self.flight) > 1:  # _bump marks nothing before the first step
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
@@ -1021,7 +1007,10 @@ class AutoSession:
         rec["call_e"] = call_e
         if not (pinned and non_blocking):
             rec["copy_sync"] = True
-        before_step = "_stepped" not in rec  # a copy after the batch's step: see copy_end
+        # A copy after the batch's step (a metric's, a logger's: Lightning's logged values at the end of
+        # a fit) is counted, but the step's start and its ask for the data stay where they were: moved
+        # to it, the last training row of a Lightning fit read 2.0 ms of compute for 160.
+        before_step = "_stepped" not in rec
         calls = rec.get("_calls")
         if calls is not None:
             if before_step:
