@@ -232,6 +232,21 @@ def test_pinprof_run_rows_hold_pinprof_ms(tmp_path: Path) -> None:
     tl = read_timeline(out / "timeline.csv")
     assert len(tl) >= 12 and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
     assert (tl.pinprof_ms < tl.batch_ms).all()
+    # pinprof's threads beside the loop are stated as pinprof profile states them: the journal's thread
+    # handed rows over every 0.05 s, and its process (one a scenario) built and wrote them.
+    info = json.loads((out / "meta.json").read_text())
+    spent, child = info["pinprof_threads_ms"], info["pinprof_journal_process_ms"]
+    wall = float(tl.batch_start_ms.iloc[-1] + tl.batch_ms.iloc[-1] - tl.batch_start_ms.iloc[0])
+    assert 0.0 < spent["journal"] < wall, (spent, wall)
+    assert child > 0 and info["pinprof_journal_process_start_ms"] > 0
+    said = (
+        f"pinprof's own threads: {sum(spent.values()) / len(tl):.3f} ms of CPU a batch over the run's {len(tl)} batches"
+    )
+    assert said in (out / "summary.md").read_text() and said in (out / "diagnosis.md").read_text()
+    assert (
+        f"the journal's own process, which builds and writes timeline.csv's rows, {child / len(tl):.3f} ms"
+        in (out / "diagnosis.md").read_text()
+    )
 
 
 def test_the_staged_copy_is_the_transfers_not_pinprofs() -> None:

@@ -1,7 +1,7 @@
 """What pinprof's own threads cost beside the loop, in one sentence for the report's reader.
 
 Reads meta.json's ``pinprof_threads_ms`` (``profiler.capture.own_threads``: CPU ms per part over the
-run, written by ``pinprof profile``) and the timeline's row count. The per-scenario ``pinprof_ms``
+run, written by ``pinprof profile`` and ``pinprof run``) and the timeline's row count. The per-scenario ``pinprof_ms``
 line (``Diagnosis.own_line``) is pinprof's time on the loop's thread; this is the rest of its time,
 spread over every batch of the run, since the threads serve all loaders at once.
 """
@@ -17,7 +17,7 @@ PARTS = {"journal": "appends to timeline.csv", "cupti": "CUPTI's records", "stal
 
 def threads_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
     """``pinprof's threads ...`` for a run whose meta.json counted them and whose threads ran at all;
-    None otherwise (a report written before the count, ``pinprof run``, an empty timeline). The
+    None otherwise (a report written before the count, an empty timeline). The
     journal's process follows (``pinprof_journal_process_ms``: its CPU time for the rows, and
     ``pinprof_journal_process_start_ms``: to start): it runs on a core of its own, outside the
     profiled process's lock."""

@@ -13,6 +13,7 @@ import pandas as pd
 
 from profiler.bench import distributed
 from profiler.bench.options import RunOptions
+from profiler.capture import own_threads
 from profiler.capture.devices import rank_info
 from profiler.capture.profiler import TransferProfiler
 from profiler.errors import WriteFailed
@@ -29,6 +30,18 @@ class Progress:
     frames: list[pd.DataFrame] = field(default_factory=list)
     current: list[TransferProfiler] = field(default_factory=list)  # the scenario running now
     per_epoch: dict[str, int] = field(default_factory=dict)
+    # The journal's processes (one a scenario), CPU ms: building and writing rows, and starting up.
+    journal_process_ms: float = 0.0
+    journal_process_start_ms: float = 0.0
+
+    def own_costs(self) -> dict[str, Any]:
+        """meta.json's account of pinprof's own threads and the journal's processes so far
+        (``profiler.analysis.threads`` says it in the report), as ``pinprof profile`` writes it."""
+        return {
+            "pinprof_threads_ms": own_threads.summary(),
+            "pinprof_journal_process_ms": round(self.journal_process_ms, 3) or None,
+            "pinprof_journal_process_start_ms": round(self.journal_process_start_ms, 3) or None,
+        }
 
 
 def appending(write: Callable[[], None], journal: Journal | None) -> None:
@@ -78,4 +91,5 @@ def write_failed(err: Exception, out: Path, done: Progress, info: dict[str, Any]
     info["interrupted_by"], info["error"] = type(err).__name__, str(err)[:500]
     info["partial"] = True
     keep_current(done)
+    info.update(done.own_costs())
     write_report(out, timeline.concat(done.frames), info, done.per_epoch, echo, plots=False)

@@ -23,6 +23,7 @@ from profiler.bench.calibrate import calibrate_and_split
 from profiler.bench.keeping import Progress, appending, keep_current, merge_job, write_failed
 from profiler.bench.options import RunOptions, Scenario, prepare_out, scenarios
 from profiler.bench.workload import GpuWork, busy_cpu
+from profiler.capture import own_threads
 from profiler.capture.clock import now_ms
 from profiler.capture.devices import rank_info, resolve_device
 from profiler.capture.environment import describe
@@ -62,9 +63,11 @@ def run_scenario(
     gpu_work: GpuWork,
     register: Callable[[TransferProfiler], None],
     journal: Journal | None = None,
+    progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Run one scenario's loop under a profiler and return its timeline; with a ``journal``, its
-    completed batches are appended to it every ``PINPROF_FLUSH_S`` seconds as the loop goes."""
+    completed batches are appended to it every ``PINPROF_FLUSH_S`` seconds as the loop goes, and the
+    CPU time of the process that appends them is added to ``progress``'s."""
     spec = SPECS[sc.mode]
     cuda = device.type == "cuda"
     loader = DataLoader(
@@ -84,7 +87,7 @@ def run_scenario(
     # Appends run on a thread of their own: the loop makes no append (it waits only for Python's lock
     # while one is formatted: ``rows.FLUSH_SHARE``'s note), and a kill -9 loses at most the last interval. A disk that
     # refuses an append stops the run from the loop's thread, as before (``appending``).
-    writer = flusher = None
+    writer = flusher = appender = None
     if journal is not None:
         # The rows are built and written by a process of their own (``JournalProcess``): built here,
         # they held Python's lock from the loop measured. Where none starts, the writer's thread appends.
@@ -125,6 +128,9 @@ def run_scenario(
                 flusher.close()  # its process has written all it was handed before the scenario's rows replace it
             except OSError as err:
                 writer.error = writer.error or err
+            if progress is not None and appender is not None and appender.cpu_ms is not None:
+                progress.journal_process_ms += appender.cpu_ms
+                progress.journal_process_start_ms += appender.start_ms or 0.0
         bar.close()
         prof.close()
     if writer is not None and writer.error is not None:
@@ -176,6 +182,7 @@ def _run_scenarios(
                 gpu_work,
                 lambda p: done.current.__setitem__(slice(None), [p]),
                 journal,
+                done,
             )
         )
         done.current.clear()
@@ -234,6 +241,7 @@ def _run_matrix(
         **rank_info(),
     )
     done = Progress()
+    own_threads.reset()  # meta.json's pinprof_threads_ms: this run's threads' CPU time
     interrupted = False
     # partial until the end rewrites it: a run killed (SIGKILL, OOM) leaves a report that says so
     appending(lambda: report_io.write_json({**info, "partial": True, "status": "running"}, out / report_io.META), None)
@@ -273,6 +281,7 @@ def _finish(
     echo: Callable[[str], None],
 ) -> None:
     info["partial"] = interrupted or unfinished
+    info.update(done.own_costs())  # after the last scenario's journal has stopped
     tl = timeline.concat(done.frames)
     if opts.calibrate and device.type == "cuda" and len(tl) and not interrupted:
         tl = calibrate_and_split(tl, device, out, info, echo)
