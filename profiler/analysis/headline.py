@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiler.analysis.findings import Headline, InputBound
-from profiler.analysis.rules.base import Case, fmt, pct
+from profiler.analysis.rules.base import Case, compute_of_batch, fmt, pct
 from profiler.analysis.rules.pace import BETWEEN_SHARE, host_bound
 
 HIGHLY_SHARE = 0.20
@@ -30,8 +30,9 @@ def _pace(c: Case) -> str:
     comp, cpu = c.comp, c.cpu
     name = "GPU compute" if c.gpu else "compute (host clock, no GPU)"
     if max(comp, cpu) >= PACE_SHARE * c.batch:
-        what, ms = (name, comp) if comp >= cpu else ("the user's CPU work", cpu)
-        return f"{what} sets the pace: {fmt(ms)} of the mean {fmt(c.batch)} batch ({pct(ms, c.batch)}){_idle(c)}"
+        if comp >= cpu:
+            return f"{name} sets the pace: {compute_of_batch(c)}{_idle(c)}"
+        return f"the user's CPU work sets the pace: {fmt(cpu)} of the mean {fmt(c.batch)} batch ({pct(cpu, c.batch)}){_idle(c)}"
     if host_bound(c):  # CUPTI's busy time: the GPU waited for the host's launches (rules.pace)
         return (
             f"the host's launches set the pace: the GPU waited {fmt(c.launch_gap)} of the mean "

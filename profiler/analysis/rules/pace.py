@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiler.analysis.findings import Change, Verdict
-from profiler.analysis.rules.base import TOO_SMALL_SHARE, Case, Rule, case_text, fired, fmt, share
+from profiler.analysis.rules.base import TOO_SMALL_SHARE, Case, Rule, case_text, compute_of_batch, fired, fmt, share
 
 # A loader wait of this share of the batch is worth a finding: TensorBoard's input-pipeline analyzer
 # calls a step "moderately input-bound" from 5% of its time waiting for input (xprof,
@@ -103,8 +103,8 @@ COMPUTE_BOUND = Rule(
     lambda c: c.comp >= WORK_SHARE * c.batch,
     # Without CUDA, compute() is timed by the host clock: it is the loop's own work, not the GPU's.
     lambda c: (
-        f"{'GPU compute' if c.gpu else 'compute (host clock, no GPU)'} takes {fmt(c.m['compute'])} of the mean "
-        f"{fmt(c.batch)} batch ({share(c.comp, c)}): the input pipeline does not set the pace."
+        f"{'GPU compute' if c.gpu else 'compute (host clock, no GPU)'} takes {compute_of_batch(c)}: "
+        "the input pipeline does not set the pace."
     ),
 )
 
