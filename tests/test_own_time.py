@@ -249,6 +249,24 @@ def test_pinprof_run_rows_hold_pinprof_ms(tmp_path: Path) -> None:
     )
 
 
+def test_pinprof_run_starts_no_journal_process_for_a_scenario_shorter_than_an_append(tmp_path: Path) -> None:
+    """Each scenario of ``pinprof run`` had a journal process of its own from its start: 2.2 s of CPU each
+    on an H100's host, 26 s for a default run of 25 s whose scenarios never appended (each shorter
+    than the 2 s interval). It starts at a scenario's first append now; the rows are all kept."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "profiler", "run", "--out", str(out), "--force", "--device", "cpu"]
+    cmd += ["--modes", "pageable,pinned", "--batch-size", "32", "--batches", "6", "--num-workers", "0"]
+    cmd += ["--cpu-work-ms", "1", "--compute-ms", "0", "--no-plots"]
+    env = {**os.environ, "PINPROF_FLUSH_S": "60"}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    info = json.loads((out / "meta.json").read_text())
+    assert info["pinprof_journal_process_ms"] is None and info["pinprof_journal_process_start_ms"] is None, info
+    assert "journal" not in info["pinprof_threads_ms"]
+    tl = read_timeline(out / "timeline.csv")
+    assert sorted(set(tl.scenario)) == ["pageable/bs32/w0", "pinned/bs32/w0"] and len(tl) >= 2 * 6
+
+
 def test_the_staged_copy_is_the_transfers_not_pinprofs() -> None:
     """In mode ``staged`` the staging copy is the transfer (``stage_ms``): pinprof_ms leaves it out."""
     tl = _library_loop("staged", [torch.randn(256, 3, 32, 32) for _ in range(12)])

@@ -91,8 +91,9 @@ def run_scenario(
     if journal is not None:
         # The rows are built and written by a process of their own (``JournalProcess``): built here,
         # they held Python's lock from the loop measured. Where none starts, the writer's thread appends.
+        # It starts at the first append: a scenario shorter than the flush interval needs none.
         appender = JournalProcess(journal, say=False)
-        flusher = Flusher(prof, journal, FlushClock.from_settings(), appender if appender.start() else None)
+        flusher = Flusher(prof, journal, FlushClock.from_settings(), appender, start_late=True)
         writer = JournalWriter(flusher.flush, flusher.clock.every_ms / 1e3, say=False)
         writer.start()
     per_epoch = len(loader)
