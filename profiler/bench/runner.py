@@ -93,7 +93,7 @@ def run_scenario(
         # they held Python's lock from the loop measured. Where none starts, the writer's thread appends.
         # It starts at the first append: a scenario shorter than the flush interval needs none.
         appender = JournalProcess(journal, say=False)
-        flusher = Flusher(prof, journal, FlushClock.from_settings(), appender, start_late=True)
+        flusher = Flusher(prof, journal, FlushClock.from_settings(), appender)
         writer = JournalWriter(flusher.flush, flusher.clock.every_ms / 1e3, say=False)
         writer.start()
     per_epoch = len(loader)

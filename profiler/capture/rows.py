@@ -121,23 +121,19 @@ class FlushClock:
 class Flusher:
     """When ``clock`` says so, the batches completed since the last flush go to ``journal``
     (``profiler.report.journal``): a crash then loses at most that long of measurements. With an
-    ``appender`` (started), a process of their own builds and writes them (``JournalProcess``, made
-    with ``say=False``): an append it failed raises here, at the next flush or at ``close``, as the
-    append itself would have. An appender not yet started (``start_late``) is started at the first
-    flush that has rows: a scenario of ``pinprof run`` shorter than the flush interval needs none, and
-    each start cost the H100's host 2.2 s of CPU (12 such starts, 26 s, in a default run of 25 s)."""
+    ``appender`` (made with ``say=False``, not started), a process of their own builds and writes
+    them (``JournalProcess``): an append it failed raises here, at the next flush or at ``close``, as
+    the append itself would have. It is started at the first flush that has rows (where it cannot be,
+    this thread appends): a scenario of ``pinprof run`` shorter than the flush interval needs none, and
+    each start took 2.2 s of CPU on an H100's host (12 such starts, 26 s, in a default run of 25 s,
+    when each scenario started its own)."""
 
     def __init__(
-        self,
-        prof: TransferProfiler,
-        journal: Journal,
-        clock: FlushClock,
-        appender: JournalProcess | None = None,
-        start_late: bool = False,
+        self, prof: TransferProfiler, journal: Journal, clock: FlushClock, appender: JournalProcess | None = None
     ) -> None:
         self._prof, self._journal, self.clock = prof, journal, clock
-        self._late = appender if start_late else None
-        self._appender = None if start_late else appender
+        self._late = appender  # started at the first rows to append
+        self._appender: JournalProcess | None = None
         self._start = 0
 
     @property
