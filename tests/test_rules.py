@@ -365,6 +365,8 @@ def test_a_saving_too_small_to_matter_does_not_lead_a_loop_its_gpu_compute_paces
     assert order[0] == Verdict.COMPUTE_BOUND, order
     nb = next(f for f in d.findings if f.verdict == Verdict.NON_BLOCKING_PAGEABLE)
     assert 0 < nb.gain_ms < 0.01 * d.means["batch"] and "pin_memory=True" in nb.changes[0].what
-    # A saving of 1% of the batch or more still leads (resnet50's prefetch: 2.61 ms of a 76 ms batch).
-    top = diagnosed("h200_resnet_process")["Images/bs256/w12"].findings[0]
-    assert top.gain_ms >= 0.01 * diagnosed("h200_resnet_process")["Images/bs256/w12"].means["batch"]
+    # A saving of 1% of the batch or more still leads a loop its GPU compute paces: resnet50's 9.99 ms
+    # of GPU idle between steps in a 76.3 ms batch (70% of it kernels) comes before "compute bound".
+    resnet = diagnosed("h200_resnet_process")["Images/bs256/w12"]
+    assert resnet.findings[0].verdict == Verdict.BETWEEN_STEPS
+    assert resnet.findings[0].gain_ms >= 0.01 * resnet.means["batch"] and Verdict.COMPUTE_BOUND in verdicts(resnet)
