@@ -360,7 +360,12 @@ def test_a_lightning_sanity_check_batch_left_in_flight_does_not_shift_the_traini
     # its step: copies on a CPU device (on a GPU, device-to-host and not counted), which leave the
     # step's time its own.
     assert list(train.batch) == list(range(8)) and list(train.copies[:7]) == [2] * 7 and train.copies[7] >= 2
-    assert_own_steps(train, 8)
+    assert_own_steps(train, 7)
+    # The last row's compute holds the fit's end too: its own 4 units at least, short of two steps' 7.
+    # Held to its neighbours' bound (k + 0.75 units), it failed a fresh-clone CI run at 5.01 units
+    # (2026-12-06), where the rows before it read 0.2-0.5 units over their k.
+    last = float(train.compute_ms.iloc[7])
+    assert 4 * UNIT_MS - 1 <= last < 6.5 * UNIT_MS, list(train.compute_ms.round(1))
     gaps = train.batch_start_ms.iloc[1:].to_numpy() - train.batch_end_ms.iloc[:-1].to_numpy()
     assert ((gaps >= 0) & (gaps < 1.0)).all(), gaps  # each row starts where the one before ended
     assert (train.compute_ms <= train.batch_ms).all() and (tl.compute_ms >= 0).all()
