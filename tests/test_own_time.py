@@ -221,14 +221,20 @@ def test_an_append_shortens_pythons_switch_interval_and_gives_it_back() -> None:
         sys.setswitchinterval(before)
 
 
-def test_pinprof_run_rows_hold_pinprof_ms(tmp_path: Path) -> None:
-    out = tmp_path / "run"
+def cpu_run(out: Path, modes: str, batches: int, cpu_work_ms: float, flush_s: float) -> None:
+    """``pinprof run`` on the CPU (batches of 32, no workers, no GPU work) into ``out``, appending every
+    ``flush_s``; it must succeed."""
     cmd = [sys.executable, "-m", "profiler", "run", "--out", str(out), "--force", "--device", "cpu"]
-    cmd += ["--modes", "pageable", "--batch-size", "32", "--batches", "12", "--num-workers", "0"]
-    cmd += ["--cpu-work-ms", "3", "--compute-ms", "0", "--no-plots"]
-    env = {**os.environ, "PINPROF_FLUSH_S": "0.05"}
+    cmd += ["--modes", modes, "--batch-size", "32", "--batches", str(batches), "--num-workers", "0"]
+    cmd += ["--cpu-work-ms", str(cpu_work_ms), "--compute-ms", "0", "--no-plots"]
+    env = {**os.environ, "PINPROF_FLUSH_S": str(flush_s)}
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_pinprof_run_rows_hold_pinprof_ms(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cpu_run(out, "pageable", batches=12, cpu_work_ms=3, flush_s=0.05)
     tl = read_timeline(out / "timeline.csv")
     assert len(tl) >= 12 and tl.pinprof_ms.notna().all() and (tl.pinprof_ms > 0).all()
     assert (tl.pinprof_ms < tl.batch_ms).all()
@@ -254,12 +260,7 @@ def test_pinprof_run_starts_no_journal_process_for_a_scenario_shorter_than_an_ap
     on an H100's host, 26 s for a default run of 25 s whose scenarios never appended (each shorter
     than the 2 s interval). It starts at a scenario's first append now; the rows are all kept."""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "profiler", "run", "--out", str(out), "--force", "--device", "cpu"]
-    cmd += ["--modes", "pageable,pinned", "--batch-size", "32", "--batches", "6", "--num-workers", "0"]
-    cmd += ["--cpu-work-ms", "1", "--compute-ms", "0", "--no-plots"]
-    env = {**os.environ, "PINPROF_FLUSH_S": "60"}
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
+    cpu_run(out, "pageable,pinned", batches=6, cpu_work_ms=1, flush_s=60)
     info = json.loads((out / "meta.json").read_text())
     assert info["pinprof_journal_process_ms"] is None and info["pinprof_journal_process_start_ms"] is None, info
     assert "journal" not in info["pinprof_threads_ms"]
