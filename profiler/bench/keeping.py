@@ -36,12 +36,10 @@ class Progress:
 
     def own_costs(self) -> dict[str, Any]:
         """meta.json's account of pinprof's own threads and the journal's processes so far
-        (``profiler.analysis.threads`` says it in the report), as ``pinprof profile`` writes it."""
-        return {
-            "pinprof_threads_ms": own_threads.summary(),
-            "pinprof_journal_process_ms": round(self.journal_process_ms, 3) or None,
-            "pinprof_journal_process_start_ms": round(self.journal_process_start_ms, 3) or None,
-        }
+        (``own_threads.meta_fields``); None for the processes where none started."""
+        return own_threads.meta_fields(
+            round(self.journal_process_ms, 3) or None, round(self.journal_process_start_ms, 3) or None
+        )
 
 
 def appending(write: Callable[[], None], journal: Journal | None) -> None:

@@ -61,9 +61,7 @@ def write_session_report(
         origin_monotonic_ms=session.origin,
         loaders=session.patterns.summary(),
         warmup_policy=session.warmup_policy,
-        pinprof_threads_ms=own_threads.summary(),  # after close(): the journal's thread has stopped
-        pinprof_journal_process_ms=session.journal_process_ms,
-        pinprof_journal_process_start_ms=session.journal_process_start_ms,
+        **own_threads.meta_fields(session.journal_process_ms, session.journal_process_start_ms),  # after close()
         **ranks,
     )
     if session.cuda:

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from time import thread_time_ns
+from typing import Any
 
 # What each thread's work is called in meta.json and the report.
 JOURNAL, CUPTI, STALL = "journal", "cupti", "stall"
@@ -44,6 +45,18 @@ def summary() -> dict[str, float]:
     """CPU ms spent by each part so far in this process (meta.json's ``pinprof_threads_ms``)."""
     with _lock:
         return {part: round(ns / 1e6, 3) for part, ns in sorted(_spent_ns.items())}
+
+
+def meta_fields(process_ms: float | None, process_start_ms: float | None) -> dict[str, Any]:
+    """meta.json's account of pinprof's work beside the loop, as ``pinprof profile`` and ``pinprof
+    run`` write it (``profiler.analysis.threads`` reads it): its threads' CPU ms so far, and the
+    journal's process's (``profiler.report.journal_process``) for the rows and to start; None where
+    no process ran."""
+    return {
+        "pinprof_threads_ms": summary(),
+        "pinprof_journal_process_ms": process_ms,
+        "pinprof_journal_process_start_ms": process_start_ms,
+    }
 
 
 def reset() -> None:
