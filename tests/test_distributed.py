@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from profiler.report.files import read_timeline
 
 HERE = Path(__file__).parent
+DATA = HERE / "data"
 
 
 def test_torchrun_two_ranks_merge_into_one_aligned_report(tmp_path: Path) -> None:
@@ -97,3 +101,58 @@ def test_pinprof_run_nproc_2_on_cpu_merges_the_ranks(tmp_path: Path) -> None:
     # the ranks started each scenario together (a barrier): first batches within a fraction of a second
     starts = tl[tl.batch == 0].groupby(["scenario", "rank"]).batch_start_ms.first().unstack()
     assert (starts[1] - starts[0]).abs().max() < 500.0
+
+
+def _rank_folder(folder: Path, rank: int, rows: int, running: bool) -> None:
+    """A rank's folder from a recorded report: its first ``rows`` batches, and the meta.json of a
+    finished report or of one still running (as ``pinprof profile`` writes at a rank's start)."""
+    from profiler.report.files import write_csv
+
+    folder.mkdir(parents=True)
+    tl = read_timeline(DATA / "h200_default")
+    write_csv(tl.head(rows).assign(rank=rank, world_size=2), folder / "timeline.csv")
+    meta = json.loads((DATA / "h200_default" / "meta.json").read_text())
+    meta.update(rank=rank, world_size=2, partial=running)
+    if running:
+        meta["status"] = "running"
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def test_rank_0_merges_a_rank_still_running_after_its_wait_as_partial_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank that has not written its final report when rank 0's wait ends (hung, or saving a large
+    checkpoint) is merged with the rows it appended, the merge marked partial, and the line names it."""
+    from profiler.capture import auto_report
+
+    _rank_folder(tmp_path / "rank0", 0, 8, running=False)
+    _rank_folder(tmp_path / "rank1", 1, 3, running=True)
+    monkeypatch.setattr(auto_report, "MERGE_WAIT_S", 0.5)
+    said: list[str] = []
+    auto_report._merge(tmp_path, 2, said.append)
+    tl = read_timeline(tmp_path)
+    assert (tl["rank"] == 0).sum() == 8 and (tl["rank"] == 1).sum() == 3
+    assert json.loads((tmp_path / "meta.json").read_text())["partial"] is True
+    assert "rank(s) [1] had not written their report" in said[0] and f"pinprof merge {tmp_path}" in said[0]
+
+
+def test_rank_0_waits_for_a_rank_that_ends_after_it(tmp_path: Path) -> None:
+    """Rank 1's running meta.json is no finished report: rank 0 merges its final rows, written later."""
+    import threading
+
+    from profiler.capture import auto_report
+
+    _rank_folder(tmp_path / "rank0", 0, 8, running=False)
+    _rank_folder(tmp_path / "rank1", 1, 0, running=True)
+
+    def finish() -> None:
+        shutil.rmtree(tmp_path / "rank1")
+        _rank_folder(tmp_path / "rank1", 1, 8, running=False)
+
+    later = threading.Timer(1.0, finish)  # as rank 1's report, written after rank 0's
+    later.start()
+    said: list[str] = []
+    auto_report._merge(tmp_path, 2, said.append)
+    later.join()
+    tl = read_timeline(tmp_path)
+    assert (tl["rank"] == 1).sum() == 8 and said == [f"pinprof: 2 ranks merged into {tmp_path}/"]

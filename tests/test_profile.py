@@ -133,7 +133,11 @@ def test_a_lightning_fit_that_raises_with_the_callback(tmp_path: Path) -> None:
     assert meta_of(out)["partial"] is True and meta_of(out)["interrupted_by"] == "ValueError"
 
 
-def test_a_two_rank_gloo_torchrun_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("linger", [0.0, 3.0])
+def test_a_two_rank_gloo_torchrun_job(tmp_path: Path, linger: float) -> None:
+    """Rank 0 merges the ranks' folders once each has written its report. ``linger``: rank 1 ends
+    seconds after rank 0 (a checkpoint saved at the end); its folder holds the meta.json of a running
+    report and the rows appended so far until then, and the merge must wait for its final one."""
     import socket
 
     with socket.socket() as s:
@@ -159,6 +163,8 @@ def test_a_two_rank_gloo_torchrun_job(tmp_path: Path) -> None:
         "--",
         "python",
         str(SCRIPTS / "ddp_train.py"),
+        "--linger",
+        str(linger),
     ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -169,6 +175,7 @@ def test_a_two_rank_gloo_torchrun_job(tmp_path: Path) -> None:
     assert sorted(merged["rank"].unique()) == [0, 1] and len(merged) == 12
     assert (merged.bytes == 8 * (IMAGE + 8)).all() and merged.fetch_ms.notna().all()
     assert (merged.world_size == 2).all()
+    assert meta_of(out)["partial"] is False and "status" not in meta_of(out)  # no rank's running meta.json
 
 
 def test_under_torchrun_without_out_is_refused_before_the_script_runs(tmp_path: Path) -> None:

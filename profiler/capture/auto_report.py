@@ -1,8 +1,9 @@
 """The report folder of an automatic profile (``pinprof profile``, the Lightning callback).
 
 Written with signals held (``profiler.report.signals``), into ``<out>/`` or, under torchrun,
-``<out>/rank<k>/``; rank 0 then waits for the other ranks' meta.json (each rank writes it last) and
-merges them into ``<out>/`` on one clock (``profiler.report.merge``).
+``<out>/rank<k>/``; rank 0 then waits for the other ranks' final meta.json (each rank writes it last,
+over the "running" one it wrote at its start) and merges them into ``<out>/`` on one clock
+(``profiler.report.merge``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from profiler.capture.auto_session import AutoSession
 from profiler.capture.devices import rank_info
 from profiler.capture.environment import describe
 from profiler.capture.saving import report_folder
+from profiler.errors import ReportError
 from profiler.report import files, meta
 from profiler.report.folder import write_report
 from profiler.report.signals import write_held
@@ -80,14 +82,31 @@ def write_session_report(
     return folder
 
 
+def _finished(folder: Path) -> bool:
+    """Whether ``folder`` holds a rank's final report: its meta.json is written last, and the one
+    written when the rank started says ``"status": "running"`` (a rank killed keeps that one)."""
+    try:
+        return "status" not in files.read_meta(folder / files.META)
+    except (OSError, ReportError):  # not there yet
+        return False
+
+
 def _merge(out: Path, world: int, echo: Callable[[str], None]) -> None:
-    """Rank 0: once every rank's meta.json is there (written last), merge them into ``out``."""
+    """Rank 0: once every rank has written its final report (``MERGE_WAIT_S`` at most), merge them
+    into ``out``; a rank not done by then is merged with the rows it has appended, and said."""
     from profiler.report.merge import write_merged
 
     deadline = time.monotonic() + MERGE_WAIT_S
-    while time.monotonic() < deadline:
-        if all((out / f"rank{k}" / files.META).is_file() for k in range(world)):
+    waiting = list(range(world))
+    while True:
+        waiting = [k for k in waiting if not _finished(out / f"rank{k}")]
+        if not waiting or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
+    if waiting:
+        echo(
+            f"pinprof: rank(s) {waiting} had not written their report {MERGE_WAIT_S:.0f} s after rank 0; "
+            f"merged with the batches they had appended (partial): `pinprof merge {out}` once they end"
+        )
     write_merged(out)
     echo(f"pinprof: {world} ranks merged into {out}/")

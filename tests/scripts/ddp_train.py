@@ -1,13 +1,17 @@
 """A two-rank data-parallel training script for torchrun (gloo on CPU, NCCL on GPUs), nothing of
 pinprof in it (tests/test_profile.py).
 
-    torchrun --nproc_per_node 2 tests/scripts/ddp_train.py [--batch-size 8]
+    torchrun --nproc_per_node 2 tests/scripts/ddp_train.py [--batch-size 8] [--linger S]
+
+``--linger S``: rank 1 stays S seconds after its loop, as a rank that saves a checkpoint would, so it
+ends after rank 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -19,6 +23,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--linger", type=float, default=0.0)
     args = p.parse_args()
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -35,8 +40,11 @@ def main() -> None:
         opt.zero_grad()
         loss.backward()
         opt.step()
+    rank = dist.get_rank()
     dist.destroy_process_group()
-    print(f"rank {dist.get_rank() if dist.is_initialized() else local} done")
+    if rank == 1:
+        time.sleep(args.linger)
+    print(f"rank {rank} done")
 
 
 if __name__ == "__main__":
