@@ -235,7 +235,11 @@ def test_tune_of_a_loop_whose_loader_waits_picks_more_workers(tmp_path: Path) ->
     assert "winner: num_workers=2," in run.stderr and "in code: DataLoader(..., num_workers=2)" in run.stderr
     table = pd.read_csv(tmp_path / "t" / "tune.csv")
     assert list(table.trial) == ["baseline", "num_workers=2", "baseline"]
-    assert table.verdict.iloc[1] == "faster" and table.speedup_lo.iloc[1] > 1.3
+    # faster: the 95% interval's low end is above 1. Its width holds the two baselines' difference
+    # (one degree of freedom), which a busy 2-core CI machine can make wide (speedup_lo 1.115 once,
+    # where 1.3 was asserted): the size of the gain is held on the point estimate, near 2 (sleeps of
+    # 16 ms a batch shared by two workers).
+    assert table.verdict.iloc[1] == "faster" and table.speedup.iloc[1] > 1.5
     assert (tmp_path / "t" / "tune.md").read_text().count("num_workers=2") >= 2
     assert table.predicted_ms.notna().iloc[1]  # the diagnosis' prediction beside the measured saving
 
