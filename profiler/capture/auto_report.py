@@ -86,7 +86,7 @@ def _finished(folder: Path) -> bool:
     """Whether ``folder`` holds a rank's final report: its meta.json is written last, and the one
     written when the rank started says ``"status": "running"`` (a rank killed keeps that one)."""
     try:
-        return "status" not in files.read_meta(folder / files.META)
+        return files.read_meta(folder / files.META).get("status") != "running"
     except (OSError, ReportError):  # not there yet
         return False
 
