@@ -37,8 +37,10 @@ from profiler.capture.cupti.lib import FLUSH_FORCED
 MODES = ("off", "records", "latency")
 
 
-def start_records(latency: bool) -> tuple[object, list[int], threading.Event]:
-    """CUPTI's records on, through pinprof's shim; (library, [record bytes given back], stop event)."""
+def start_records(latency: bool, kernels: bool = True) -> tuple[object, list[int], threading.Event]:
+    """CUPTI's records on, through pinprof's shim; (library, [record bytes given back], stop event).
+    ``kernels=False`` enables the memcpy records alone: the per-launch kernel record is what costs a
+    launch-bound step its time, so the two are measured apart."""
     from profiler.capture.cupti.lib import load
     from profiler.capture.cupti.recorder import BUFFER_BYTES, DRAIN_S, FLUSH_PERIOD_MS, KERNEL, MAX_BUFFERS, MEMCPY
     from profiler.capture.cupti.shim import Shim, build
@@ -55,7 +57,7 @@ def start_records(latency: bool) -> tuple[object, list[int], threading.Event]:
         sys.exit(f"bench_launch_cost: cuptiActivityRegisterCallbacks returned {lib.result_string(code)}")
     if latency:
         lib.call("cuptiActivityEnableLatencyTimestamps", 1)
-    for kind in (MEMCPY, KERNEL):  # what the recorder enables (CuptiRecorder._enable)
+    for kind in (MEMCPY, KERNEL) if kernels else (MEMCPY,):  # what the recorder enables (CuptiRecorder._enable)
         lib.call("cuptiActivityEnable", kind)
     lib.call("cuptiActivityFlushPeriod", FLUSH_PERIOD_MS)
     given, stop = [0], threading.Event()

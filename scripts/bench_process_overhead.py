@@ -10,13 +10,17 @@ beside a profiled one would pay for its records too; and a run of ``pinprof prof
     python scripts/bench_process_overhead.py --baseline PATH -- ...   (also an older checkout's pinprof
         profile, in the same rounds, the three kinds' order rotated round by round)
     python scripts/bench_process_overhead.py --records-only -- ...   (also the script with CUPTI's records
-        on and nothing else of pinprof's, ``scripts/records_only.py``: CUPTI's own share of the ratio)
+        on and nothing else of pinprof's, ``scripts/records_only.py``: CUPTI's own share of the ratio;
+        once with memcpy and kernel records, once with memcpy records alone)
+    python scripts/bench_process_overhead.py --events -- ...   (also pinprof profile with the events as
+        its GPU clock, PINPROF_BACKEND=events, in the same rounds)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -96,6 +100,11 @@ def main() -> None:
         action="store_true",
         help="also run the script with CUPTI's records on and no hooks, in the same rounds (scripts/records_only.py)",
     )
+    ap.add_argument(
+        "--events",
+        action="store_true",
+        help="also run pinprof profile with the events as its GPU clock (PINPROF_BACKEND=events), in the same rounds",
+    )
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the script's command line")
     args = ap.parse_args()
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -108,12 +117,19 @@ def main() -> None:
         root = baseline.checkout(args.baseline)
         sides["baseline"] = (root, baseline.env_for(root))
         cmd = _absolute(cmd)
+    if args.events:
+        sides["events"] = (None, {**os.environ, "PINPROF_BACKEND": "events"})
     # Kinds run beside the bare script without pinprof profile: CUPTI's records alone.
     plain: dict[str, list[str]] = (
-        {"records": [sys.executable, str(RECORDS_ONLY), "--", *cmd]} if args.records_only else {}
+        {
+            "records": [sys.executable, str(RECORDS_ONLY), "--", *cmd],
+            "memcpy": [sys.executable, str(RECORDS_ONLY), "--memcpy-only", "--", *cmd],
+        }
+        if args.records_only
+        else {}
     )
     steps: dict[str, list[float]] = {kind: [] for kind in ("bare", *plain, *sides)}
-    backend = "?"
+    backends: dict[str, str] = {}  # each profiled kind's GPU clock, as its meta.json names it
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="pinprof-bench-") as scratch:
             tmp = Path(args.keep) / f"round-{r}" if args.keep else Path(scratch)
@@ -147,7 +163,7 @@ def main() -> None:
                 if meta.is_file():
                     info = json.loads(meta.read_text())
                     clock = info.get("gpu_clock", {})
-                    backend = str(clock.get("backend", "?"))
+                    backends[kind] = str(clock.get("backend", "?"))
                     said = attribution(clock, folder / "timeline.csv", info.get("pinprof_threads_ms"))
                     print(f"round {r}: {kind}: {said}", flush=True)
         if len(got) == len(runs):
@@ -167,7 +183,7 @@ def main() -> None:
                 )
                 print(
                     f"round {r}: bare {got['bare']:.3f} ms, {kind} {got[kind]:.3f} ms, "
-                    f"ratio {got[kind] / got['bare']:.4f} (backend {backend}){said}",
+                    f"ratio {got[kind] / got['bare']:.4f} (backend {backends.get(kind, '?')}){said}",
                     flush=True,
                 )
     bare_ms = steps["bare"]
@@ -175,13 +191,16 @@ def main() -> None:
         return
     for kind in (*plain, *sides):
         ratios = [p / b for b, p in zip(bare_ms, steps[kind])]
-        name = {"profiled": "pinprof profile", "records": "CUPTI's records alone"}.get(
-            kind, f"pinprof profile of {args.baseline}"
-        )
+        name = {
+            "profiled": "pinprof profile",
+            "records": "CUPTI's records alone",
+            "memcpy": "CUPTI's memcpy records alone",
+            "events": "pinprof profile, events clock",
+        }.get(kind, f"pinprof profile of {args.baseline}")
         print(
             f"{name} / bare, median of {len(ratios)} rounds: {statistics.median(ratios):.4f} "
             f"(range {min(ratios):.4f}-{max(ratios):.4f}); steady step bare {statistics.median(bare_ms):.3f} ms, "
-            f"{kind} {statistics.median(steps[kind]):.3f} ms; GPU clock {backend}"
+            f"{kind} {statistics.median(steps[kind]):.3f} ms; GPU clock {backends.get(kind, '-')}"
         )
         # What the rounds can tell: the median's interval, and the bare processes' own spread, which a
         # target of 1% must be read against (profiler.bench.rounds)

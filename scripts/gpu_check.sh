@@ -197,6 +197,12 @@ log="$OUT/gpu_check.log"
       resident-ablate) for v in PINPROF_BACKEND=auto PINPROF_CUPTI_LATENCY=1 PINPROF_FLUSH_S=1000 PINPROF_BACKEND=events; do
                          echo "--- $v"; env $v timeout 100 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-4} \
                            --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 2; done ;;
+      # What each GPU clock costs a launch-bound short step (resnet18 on 96x96, batch 128, 6 workers):
+      # the bare script, CUPTI's memcpy and kernel records alone, its memcpy records alone, pinprof
+      # profile (CUPTI) and pinprof profile with the events clock, rotated round by round.
+      cost-clocks) timeout 570 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 60 \
+                     --records-only --events -- python3 scripts/resnet_train.py --model resnet18 --image-size 96 \
+                     --batch-size 128 --workers 6 --steps ${SHORT_STEPS:-350} --warm 100 ;;
       # The same for the short step, whose host launches set its pace: what CUPTI's kernel records cost
       # each launch, with markers (the default) or launch times (PINPROF_CUPTI_LATENCY=1, which can
       # deadlock: see cupti-hang). A round (two processes) took 37 s on an H100 (2026-12-05).

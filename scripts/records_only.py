@@ -4,7 +4,9 @@ of pinprof's: no hooks, no rows, no markers, no parsing. Each buffer CUPTI compl
 unread (``scripts/bench_launch_cost.py``'s ``start_records``), so what the script pays here is CUPTI's
 and the driver's own cost: the floor under ``pinprof profile``'s overhead while CUPTI is its GPU clock.
 
-    python scripts/records_only.py -- python SCRIPT ARGS
+    python scripts/records_only.py [--memcpy-only] -- python SCRIPT ARGS
+
+``--memcpy-only`` enables the memcpy records alone, without the kernel records.
 
 ``scripts/bench_process_overhead.py --records-only`` runs it beside the bare script and ``pinprof
 profile``, process against process.
@@ -21,9 +23,12 @@ from profiler.capture.cupti.lib import CuptiCallError
 
 
 def main() -> None:
-    target = parse_target(sys.argv[1:])  # a bad command is refused before CUPTI starts
+    argv = sys.argv[1:]
+    memcpy_only = argv[:1] == ["--memcpy-only"]
+    target = parse_target(argv[1:] if memcpy_only else argv)  # a bad command is refused before CUPTI starts
     try:
-        start_records(latency=False)  # before the script's CUDA work, as pinprof profile starts CUPTI
+        # before the script's CUDA work, as pinprof profile starts CUPTI
+        start_records(latency=False, kernels=not memcpy_only)
     except CuptiCallError as err:  # no GPU, or CUPTI held by another client: no figure, said so
         sys.exit(f"records_only: CUPTI's records could not be enabled ({err}); this needs a CUDA GPU")
     run_target(target)

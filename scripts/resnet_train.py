@@ -3,7 +3,8 @@
 ``loss.item()`` per step, fed by a 12-worker DataLoader. Nothing of pinprof in it: it is what
 ``pinprof profile`` is measured on (``scripts/bench_profile_overhead.py``, README). ``--model small
 --image-size 96 --batch-size 128``: a short step instead, a four-layer CNN on 96x96 images, where
-pinprof's cost per batch weighs most.
+pinprof's cost per batch weighs most; ``--model resnet18 --image-size 96 --batch-size 128 --workers 6``:
+a short step of many launches (about 375 kernels a step), where CUPTI's per-launch record weighs most.
 
 The images are 64 random float32 tensors made once (never zeros) and served in turn as an epoch of
 ``--images`` samples, so the workers only collate, the step (not decoding) sets the pace, and no
@@ -16,7 +17,7 @@ time after the warm-up. ``--log-every N`` reads the loss every N steps instead o
 pinprof's "GPU waits for the host between steps" finding), where only that mean is a step's time.
 
     python scripts/resnet_train.py [--steps 60] [--batch-size 256] [--workers 12] [--images 100000] [--warm 20]
-                                   [--model resnet50|small] [--image-size 224] [--log-every 1]
+                                   [--model resnet50|resnet18|small] [--image-size 224] [--log-every 1]
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ def build(
         persistent_workers=workers > 0,
         worker_init_fn=worker_init_fn,
     )
-    net = torchvision.models.resnet50() if model_name == "resnet50" else small_cnn()
+    net = {"resnet50": torchvision.models.resnet50, "resnet18": torchvision.models.resnet18}.get(
+        model_name, small_cnn
+    )()
     model = net.cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     return model, opt, loader
@@ -112,7 +115,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=12)
     p.add_argument("--images", type=int, default=100_000)
     p.add_argument("--warm", type=int, default=20, help="steps left out of the printed median (default 20)")
-    p.add_argument("--model", choices=("resnet50", "small"), default="resnet50")
+    p.add_argument("--model", choices=("resnet50", "resnet18", "small"), default="resnet50")
     p.add_argument("--image-size", type=int, default=224, help="side of the square images (default 224)")
     p.add_argument(
         "--log-every",
