@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from conftest import wait_for_journal
 
-from profiler.atomic import write_csv
+from profiler.atomic import csv_rows, write_csv
 from profiler.cli import main
 from profiler.report.files import read_timeline
 from profiler.report.journal import Journal
@@ -128,18 +128,19 @@ def test_appended_rows_read_back_as_the_final_files_do(tmp_path: Path) -> None:
     assert appended.pin_faults.isna().tolist() == [False, True, False, True, False, False]
 
 
-def test_a_failed_append_leaves_the_file_at_its_last_whole_flush(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_append_keeps_the_whole_rows_the_disk_took(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filling disk takes half of an append's bytes, then refuses: the file keeps the whole rows of
+    that half (one of three here), cut at a row's end, and ``rows`` counts them."""
     frame = read_timeline(DATA / "h200_default").head(6)
     journal = Journal(tmp_path / "timeline.csv")
     journal.start()
     journal.append(frame.head(3))
-    before = (tmp_path / "timeline.csv").read_bytes()
     real_write = os.write
+    calls = []
 
     def half_then_full(fd: int, data: bytes) -> int:  # what a filling disk does: a short write, then ENOSPC
-        if len(data) > 40:
+        calls.append(len(data))
+        if len(calls) == 1:
             return real_write(fd, bytes(data[: len(data) // 2]))
         raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -147,9 +148,34 @@ def test_a_failed_append_leaves_the_file_at_its_last_whole_flush(
     with pytest.raises(OSError, match="No space"):
         journal.append(frame.tail(3))
     monkeypatch.undo()
-    assert (tmp_path / "timeline.csv").read_bytes() == before and journal.rows == 3
-    pd.testing.assert_frame_equal(read_timeline(tmp_path / "timeline.csv"), frame.head(3))
-    assert (tmp_path / "timeline.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert journal.rows == 4
+    text = (tmp_path / "timeline.csv").read_text()
+    assert text.endswith("\n") and text.splitlines()[0] == ",".join(COLUMNS)
+    pd.testing.assert_frame_equal(read_timeline(tmp_path / "timeline.csv"), frame.head(4))
+
+
+def test_keep_appends_the_rows_beyond_the_appended_ones_as_far_as_the_disk_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = read_timeline(DATA / "h200_default").head(8)
+    journal = Journal(tmp_path / "timeline.csv")
+    journal.start()
+    journal.append(frame.head(2))
+    room = [len(csv_rows(frame.iloc[2:5][list(COLUMNS)]).encode()) + 10]  # three rows and a bit
+    real_write = os.write
+
+    def filling(fd: int, data: bytes) -> int:
+        if room[0] <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        n = real_write(fd, bytes(data[: room[0]]))
+        room[0] -= n
+        return n
+
+    monkeypatch.setattr(os, "write", filling)
+    assert journal.keep(frame) == 3  # rows 2-4 fit, 5-7 did not
+    monkeypatch.undo()
+    assert journal.rows == 5
+    pd.testing.assert_frame_equal(read_timeline(tmp_path / "timeline.csv"), frame.head(5))
 
 
 def test_the_journal_clock_stretches_after_a_slow_append_unless_the_interval_was_given() -> None:

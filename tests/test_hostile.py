@@ -44,6 +44,8 @@ import pandas as pd
 import pytest
 from conftest import wait_for_journal
 
+from profiler.report.files import read_timeline
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 HOSTILE = Path(__file__).parent / "hostile"
@@ -738,6 +740,46 @@ def test_a_full_disk_under_profile_keeps_the_exit_status_and_the_flushed_batches
         assert rows >= 0
         said = [ln for ln in lines if "batches" in ln]
         print(f"{size_k} KiB: {rows} rows kept; {said[-1] if said else ''}")
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (user namespaces) to mount a small tmpfs")
+@pytest.mark.parametrize(
+    ("verb", "size_k", "steps"), [("profile", 1200, 6000), ("profile", 3072, 12000), ("run", 1200, 6000)]
+)
+def test_a_full_disk_keeps_nine_tenths_of_the_rows_it_could_hold_and_finishes_meta_as_partial(
+    tmp_path: Path, verb: str, size_k: int, steps: int
+) -> None:
+    """More batches than the disk holds, all measured before the first append (profile: 6,000 in a
+    burst, then exit 3) or appended as the run goes (run): the timeline keeps at least 90% of the
+    rows the free space could hold, the rest are counted in one line, and meta.json says partial."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    out = mnt / "rep"
+    if verb == "profile":
+        what = f"profile --out {out} --no-plots -- python {HOSTILE / 'burst_loop.py'} {steps} 3"
+    else:
+        what = f"run --out {out} --no-plots --modes pageable --batch-size 8 --num-workers 0 --batches {steps} --image-size 8"
+    cmd = (
+        f"mount -t tmpfs -o size={size_k}k none {mnt} && cd {ROOT} && PYTHONPATH={ROOT} {PY} -m profiler {what}; "
+        f"echo rc=$?; df -k {mnt} | tail -n 1; cp -r {out} {tmp_path}/kept 2>/dev/null; true"
+    )
+    res = subprocess.run(["unshare", "-rm", "sh", "-c", cmd], capture_output=True, text=True, timeout=300)
+    assert ("rc=3" if verb == "profile" else "rc=1") in res.stdout, res.stdout + res.stderr[-3000:]
+    kept = tmp_path / "kept"
+    text = (kept / "timeline.csv").read_bytes()
+    tl = read_timeline(kept)
+    row_bytes = (len(text) - text.index(b"\n") - 1) / max(len(tl), 1)
+    could = (size_k * 1024 - 16384 - text.index(b"\n") - 1) / row_bytes  # meta.json's room and the header aside
+    print(f"{verb} on {size_k} KiB: {len(tl)} rows kept, the disk could hold {could:.0f}")
+    assert len(tl) >= 0.9 * could
+    assert list(tl.batch) == list(range(len(tl))) or verb == "run"
+    meta = json.loads((kept / "meta.json").read_text())
+    assert meta["partial"] is True and meta["status"] == "disk_full"
+    said = [ln for ln in res.stderr.splitlines() if "timeline.csv" in ln and str(len(tl)) in ln]
+    assert said, res.stderr[-3000:]
+    if verb == "profile":
+        assert meta["batches_measured"] == steps and meta["batches_not_written"] == steps - len(tl)
+        assert f"keeps {len(tl)} of the {steps} batches measured" in said[-1]
 
 
 # -- planted files in a folder another user made -------------------------------------------------------

@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader
 
+from profiler.atomic import overwrite_json
 from profiler.bench import datasets, distributed, limits
 from profiler.bench.calibrate import calibrate_and_split
 from profiler.bench.keeping import Progress, appending, keep_current, merge_job, write_failed
@@ -31,8 +32,8 @@ from profiler.capture.profiler import TransferProfiler
 from profiler.capture.rows import FlushClock, Flusher, JournalWriter
 from profiler.errors import RunFailed, WriteFailed
 from profiler.modes import SPECS
+from profiler.report import disk, meta
 from profiler.report import files as report_io
-from profiler.report import meta
 from profiler.report.claim import LOCK, release
 from profiler.report.folder import write_report
 from profiler.report.journal import Journal
@@ -189,7 +190,17 @@ def _run_scenarios(
         done.current.clear()
         done.per_epoch[sc.name] = len(dataset) // sc.batch_size
         # The journal's rows of this scenario give way to its finished timeline (drift-corrected).
-        appending(functools.partial(journal.replace, timeline.concat(done.frames)), journal)
+        appending(functools.partial(_replace_or_keep, journal, timeline.concat(done.frames)), journal)
+
+
+def _replace_or_keep(journal: Journal, frame: pd.DataFrame) -> None:
+    """``journal`` rewritten as ``frame``; on a disk too full for the rewrite's temporary copy, the
+    journal keeps its rows and ``frame``'s others are appended: the run goes on while they fit."""
+    try:
+        journal.replace(frame)
+    except OSError as err:
+        if not disk.is_full(err) or journal.keep(frame) > 0:
+            raise
 
 
 def run_matrix(
@@ -245,12 +256,25 @@ def _run_matrix(
     own_threads.reset()  # meta.json's pinprof_threads_ms: this run's threads' CPU time
     interrupted = False
     # partial until the end rewrites it: a run killed (SIGKILL, OOM) leaves a report that says so
-    appending(lambda: report_io.write_json({**info, "partial": True, "status": "running"}, out / report_io.META), None)
+    appending(
+        lambda: report_io.write_json(
+            {**info, "partial": True, "status": "running"}, out / report_io.META, reserve=disk.META_RESERVE
+        ),
+        None,
+    )
     previous = install_sigterm()
     try:
         _run_scenarios(scs, dataset, device, opts, run_name, origin, out, done, echo)
     except WriteFailed:
-        raise  # the disk refuses: the journal and the partial meta.json already on it are the report
+        # the disk refuses: the journal is the report, and meta.json, rewritten in the room it
+        # reserved, says it is partial (it said running)
+        try:
+            overwrite_json(
+                {**info, "partial": True, "status": "disk_full", "interrupted_by": "a full disk"}, out / report_io.META
+            )
+        except OSError:
+            pass  # it still says running: partial all the same
+        raise
     except (KeyboardInterrupt, Terminated) as err:
         interrupted = True
         info["interrupted_by"] = "SIGTERM" if isinstance(err, Terminated) else "SIGINT"

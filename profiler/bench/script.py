@@ -37,7 +37,7 @@ from profiler.capture.knobs import Knobs
 from profiler.capture.knobs import apply as apply_knobs
 from profiler.capture.saving import claim_out, report_folder
 from profiler.errors import UsageError
-from profiler.report import files, meta
+from profiler.report import disk, files, meta
 from profiler.report.claim import release
 from profiler.report.journal import Journal
 from profiler.report.signals import Terminated, install_sigterm, restore_sigterm, write_held
@@ -243,7 +243,9 @@ def profile(
         folder.mkdir(parents=True, exist_ok=True)
         # partial until the end rewrites it: a program killed (SIGKILL, OOM) leaves a report that says so
         started = meta.collect({}, ["pinprof", "profile", "--", *target.argv], **ranks)
-        files.write_json({**started, "partial": True, "status": "running"}, folder / files.META)
+        files.write_json(
+            {**started, "partial": True, "status": "running"}, folder / files.META, reserve=disk.META_RESERVE
+        )
         trial = current()  # set by pinprof tune for a trial (profiler.capture.knobs)
         knobs = Knobs.from_json(trial.tune)
         session = AutoSession(

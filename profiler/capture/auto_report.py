@@ -19,7 +19,7 @@ from profiler.capture.devices import rank_info
 from profiler.capture.environment import describe
 from profiler.capture.saving import report_folder
 from profiler.errors import ReportError
-from profiler.report import files, meta
+from profiler.report import disk, files, meta
 from profiler.report.folder import write_report
 from profiler.report.signals import write_held
 
@@ -76,7 +76,13 @@ def write_session_report(
                 f"pinprof: {scenario}: the loop {LOOP_WORDS[seen['pattern']]}; each row is one batch, its fetch, "
                 f"copies and the step that used it (rows end at the {seen['row_boundary']})"
             )
-    write_held(lambda: write_report(folder, tl, info, {}, echo, plots), replay=False)
+    try:
+        write_held(lambda: write_report(folder, tl, info, {}, echo, plots), replay=False)
+    except OSError as err:
+        if session.journal is None or not disk.is_full(err):
+            raise
+        echo("pinprof: " + disk.keep_on_full_disk(folder, session.journal, tl, info, err))
+        return folder
     if ranks["world_size"] > 1 and ranks["rank"] == 0:
         _merge(out, ranks["world_size"], echo)
     return folder
