@@ -782,6 +782,47 @@ def test_a_full_disk_keeps_nine_tenths_of_the_rows_it_could_hold_and_finishes_me
         assert f"keeps {len(tl)} of the {steps} batches measured" in said[-1]
 
 
+@pytest.mark.parametrize("planted", ["fifo", "fifo-read"])
+def test_a_fifo_put_in_place_of_the_timeline_while_profile_runs_stops_the_appends_and_never_blocks(
+    tmp_path: Path, planted: str
+) -> None:
+    """timeline.csv swapped for a FIFO mid-run (with no reader, or one that reads it): the appends stop
+    with one line, nothing is written into the FIFO, and the run ends with the program's own status."""
+    out, loop, log = tmp_path / "rep", HOSTILE / "steady_loop.py", str(tmp_path / "it.log")
+    proc = subprocess.Popen(
+        [PY, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", "python", str(loop), log, "1500", "3"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PINPROF_FLUSH_S": "0.5"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    reader = None
+    try:
+        timeline = out / "timeline.csv"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not timeline.is_file() or timeline.read_text().count("\n") < 3):
+            time.sleep(0.1)  # until an append has reached the disk
+        timeline.unlink()
+        os.mkfifo(timeline)
+        if planted == "fifo-read":  # someone reads what would be written through it
+            reader = os.open(timeline, os.O_RDONLY | os.O_NONBLOCK)
+        _, err = proc.communicate(timeout=60)  # the loop takes about 7 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 3, err[-3000:]
+    assert any("timeline.csv" in ln and "not a regular file" in ln for ln in err.splitlines()), err[-3000:]
+    if reader is not None:
+        try:
+            assert os.read(reader, 1 << 16) == b""  # nothing went through it
+        except BlockingIOError:
+            pass  # nothing there to read: nothing went through it either
+        finally:
+            os.close(reader)
+
+
 # -- planted files in a folder another user made -------------------------------------------------------
 ATTACKER, VICTIM = 45001, 45002
 

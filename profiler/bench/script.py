@@ -276,11 +276,14 @@ def profile(
             )
         except OSError as err:  # a full disk: what the journal kept stays, the program's status is returned
             journal = session.journal
-            kept = journal.rows if journal is not None else 0
+            kept = (
+                f"{journal.path} keeps the {journal.rows} batches appended before, of {session.batches} measured"
+                if journal is not None and journal.path.is_file() and not journal.path.is_symlink()
+                else f"no timeline was kept of the {session.batches} batches measured"
+            )
             echo(
                 f"pinprof: the report could not be written into {folder}/ ({err.strerror or err}"
-                f"{': ' + str(err.filename) if err.filename else ''}); {journal.path if journal else folder} "
-                f"keeps the {kept} batches appended before, of {session.batches} measured"
+                f"{': ' + str(err.filename) if err.filename else ''}); {kept}"
             )
     finally:
         release(lock)

@@ -50,9 +50,10 @@ NICE = 10  # the child's scheduling priority, below the profiled process's (0)
 
 def stopped_line(path: Path, err: OSError, rows: int) -> str:
     """The one line a failed append says (without ``pinprof: ``), in the child or in the process."""
+    why = err.strerror or str(err)
     return (
-        f"{path}: {err.strerror or err}; appends stopped with {rows} batches on disk (kept), the run goes on "
-        "measuring in memory"
+        f"{why if why.startswith(str(path)) else f'{path}: {why}'}; appends stopped with {rows} batches on disk "
+        "(kept), the run goes on measuring in memory"
     )
 
 
