@@ -236,7 +236,8 @@ def profile(
     ranks = rank_info()
     if ranks["world_size"] > 1 and out is None:
         raise UsageError("under torchrun, give --out DIR: every rank writes its part into it")
-    out = out or default_out(target)
+    # resolved now: a script that changes directory must not move the report under its new one
+    out = Path(out or default_out(target)).absolute()
     lock = claim_out(out)  # refused now, before the program runs, if out already holds a report
     try:
         folder = report_folder(out)

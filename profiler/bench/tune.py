@@ -20,7 +20,6 @@ runs finished; a run that fails is reported with its error and the others go on.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from profiler.analysis.tune import (
     steady_steps,
 )
 from profiler.bench.script import parse_target
+from profiler.bench.trial_process import STDERR, make_folder, run_trial
 from profiler.capture.knobs import Knobs
 from profiler.errors import PinprofError, UsageError
 from profiler.names import clean
@@ -118,10 +118,18 @@ def tune(
                 "trial's name as tune.md writes it (pin_memory=False, num_workers=16)"
             )
     out = out or Path("reports") / f"tune-{Path(target.name).stem.replace('.', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = Path(out).absolute()  # the script may change directory: the runs' folders stay where asked
     if (out / TUNE_CSV).exists():
         raise UsageError(
             f"out={str(out)!r} already holds a tune ({out / TUNE_CSV}): choose another folder, or delete it"
         )
+    if os.path.lexists(out / "trials"):
+        raise UsageError(
+            f"out={str(out)!r} already holds {out / 'trials'} (a tune stopped before its table, or something "
+            "else): choose another folder, or delete it"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    trials = make_folder(out / "trials")
     runs: list[Run] = []
     planned = [1]  # runs planned so far, for the progress line
     started = time.monotonic()
@@ -129,21 +137,24 @@ def tune(
 
     def one(name: str, changes: dict[str, Any]) -> Run:
         order = len(runs)
-        folder = out / "trials" / f"{order:02d}-{clean(name)}"
+        folder = make_folder(trials / f"{order:02d}-{clean(name)}")
         env = {**os.environ, "PINPROF_TUNE": Knobs(**changes).to_json(), "PINPROF_TUNE_STOP": str(warmup + steps)}
         cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(folder), "--skip", str(warmup), "--no-plots"]
         cmd += ["--device", device] if device else []
-        limit = max(120.0, 4 * max(durations)) if durations else None
+        # Every run is bounded: the first by the budget, the others by 4 times the longest so far.
+        limit = max(120.0, 4 * max(durations)) if durations else budget_s
         t0 = time.monotonic()
         error = ""
-        try:
-            program = ["-m", *target.argv] if target.kind == "module" else target.argv
-            done = subprocess.run([*cmd, "--", *program], env=env, capture_output=True, text=True, timeout=limit)
-            if done.returncode != 0:
-                tail = [ln for ln in done.stderr.strip().splitlines() if ln.strip()][-1:] or ["no output"]
-                error = f"exit status {done.returncode}: {tail[0][:300]}"
-        except subprocess.TimeoutExpired:
-            error = f"took more than {limit:.0f} s (4 times the longest run so far)"
+        program = ["-m", *target.argv] if target.kind == "module" else target.argv
+        status, last = run_trial([*cmd, "--", *program], env, folder, limit, say)
+        if status is None:
+            error = (
+                f"took more than {limit:.0f} s (4 times the longest run so far)"
+                if durations
+                else f"took more than the whole budget (--budget-s {budget_s:g}) before its steps were measured"
+            )
+        elif status != 0:
+            error = f"exit status {status}: {last or 'no output'} (its output: {folder / STDERR})"
         durations.append(time.monotonic() - t0)
         tl = read_timeline(folder) if (folder / "timeline.csv").is_file() else pd.DataFrame()
         run = Run(name, changes, order, steady_steps(tl), error)

@@ -4,6 +4,7 @@ the input pipeline's fixes on the unmodified script and measure what each buys (
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ def add(sub: Subparsers) -> None:
         description="pinprof tune [options] -- [python] train.py ARGS: short runs of the unmodified script, "
         "each a process with one change applied through pinprof's hooks (DataLoader num_workers, "
         "pin_memory, prefetch_factor; non_blocking copies; a device prefetcher), the script as it is "
-        "between them; a table of speedups with 95%% intervals and the winner, as code to write.",
+        "between them; a table of speedups with 95% intervals and the winner, as code to write.",
     )
     p.add_argument(
         "--out", type=Path, default=None, help="folder of the table and the runs (default reports/tune-<script>-<time>)"
@@ -45,8 +46,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from profiler.bench.tune import tune
     from profiler.errors import UsageError
 
-    if not args.budget_s > 0:
-        raise UsageError(f"--budget-s {args.budget_s}: give seconds, more than 0 (default 900)")
+    if not (args.budget_s > 0 and math.isfinite(args.budget_s)):
+        raise UsageError(f"--budget-s {args.budget_s}: give a finite number of seconds, more than 0 (default 900)")
     only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
     return tune(
         args.command,
