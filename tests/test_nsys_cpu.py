@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,40 @@ def test_an_unmodified_script_under_nsys_and_pinprof_profile_gives_the_same_batc
         # 0.1 ms bound of the loop above: this run has a worker process and a second profiler process
         # beside nsys on 2 cores, and a fresh-clone CI run saw one fetch 0.74 ms apart (median 3.8 us).
         assert diff.median() * 1e3 < 2 * edge and (diff < 0.5 * both.batch_ms).all(), col
+
+
+@pytest.mark.nsys
+@pytest.mark.parametrize("planted", ["report.nsys-rep", "report.qdstrm"])
+def test_a_link_planted_at_the_capture_is_refused_before_the_program_runs(tmp_path: Path, planted: str) -> None:
+    nsys_or_skip()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / planted).symlink_to(victim)
+    ran = tmp_path / "ran"
+    res = subprocess.run(
+        [sys.executable, "-m", "profiler", "nsys", "--out", str(out), "--", "touch", str(ran)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode != 0 and "not a regular file" in res.stderr, res.stderr[-2000:]
+    assert victim.read_text() == "precious\n" and not ran.exists()
+
+
+@pytest.mark.nsys
+def test_a_link_planted_at_the_export_is_refused_and_not_written_through(capture: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    shutil.copy(capture / "report.nsys-rep", tmp_path / "report.nsys-rep")
+    (tmp_path / "report.sqlite").symlink_to(victim)
+    res = subprocess.run(
+        [sys.executable, "-m", "profiler", "nsys-import", str(tmp_path / "report.nsys-rep")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode != 0 and "not a regular file" in res.stderr, res.stderr[-2000:]
+    assert victim.read_text() == "precious\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".pinprof-nsys-")]  # its own folder removed

@@ -15,13 +15,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
 
-from profiler.atomic import TempFile, check_file
+from profiler.atomic import TempFile, check_file, check_target
 from profiler.errors import NsysError
 from profiler.nsys.compare import compare
 from profiler.nsys.importer import import_sqlite
@@ -93,6 +94,21 @@ def profile_args(nsys: Path, out: Path, command: Sequence[str], gpu: bool, captu
     return [*args, *command]  # nsys takes no "--" separator: the first non-option starts the command
 
 
+def _private(folder: Path) -> Path:
+    """A new folder of ours inside ``folder``: nsys and its importer write there, never through a name
+    someone else could plant a link or a FIFO at (``_place`` moves their files out)."""
+    return Path(tempfile.mkdtemp(prefix=".pinprof-nsys-", dir=folder))
+
+
+def _place(made: Path, target: Path) -> Path:
+    """``made`` renamed over ``target``, refused (in one line) where ``target`` is a link, a FIFO, a
+    device or a folder: the rename would replace a link itself, never write through it."""
+    check_target(target)
+    shutil.move(str(made), target)  # a rename within the folder; a copy from /tmp for nsys's own capture
+    check_target(target)
+    return target
+
+
 def importer_for(nsys: Path) -> Path | None:
     """QdstrmImporter next to a target's nsys (Debian and NVIDIA layouts)."""
     real = nsys.resolve()
@@ -119,7 +135,17 @@ def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
                 "scripts/get_nsys.sh unpacks one"
             )
         rep = path.with_suffix(".nsys-rep")
-        res = subprocess.run([str(importer), "-i", str(path), "-o", str(rep), "-f"], capture_output=True, text=True)
+        check_target(rep)
+        private = _private(path.parent)
+        try:
+            made = private / rep.name
+            res = subprocess.run(
+                [str(importer), "-i", str(path), "-o", str(made), "-f"], capture_output=True, text=True
+            )
+            if made.is_file():
+                _place(made, rep)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
         if not rep.is_file():
             raise NsysError(
                 f"Nsight Systems' importer could not turn {path.name} into a report (exit {res.returncode}): "
@@ -139,10 +165,17 @@ def to_sqlite(path: Path, nsys: Path | None = None) -> Path:
     if path.suffix != ".nsys-rep":
         raise NsysError(f"{path}: expected a .sqlite, .nsys-rep or .qdstrm file")
     out = path.with_suffix(".sqlite")
-    _run(
-        [str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)], "nsys export"
-    )
-    return out
+    check_target(out)
+    private = _private(path.parent)
+    try:
+        made = private / out.name
+        _run(
+            [str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(made), str(path)],
+            "nsys export",
+        )
+        return _place(made, out)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 class Imported(NamedTuple):
@@ -180,7 +213,21 @@ def profile(command: Sequence[str], out: Path, gpu: bool, capture_range: str | N
 
     Only the capture this nsys names as its own is taken: never another run's ``/tmp`` file."""
     nsys = find_nsys()
+    out = Path(out).absolute()  # the program may change directory
     out.mkdir(parents=True, exist_ok=True)
+    rep, kept = out / "report.nsys-rep", out / "report.qdstrm"
+    for target in (rep, kept):
+        check_target(target)  # refused before the program runs
+    private = _private(out)
+    try:
+        return _profile(nsys, out, private, command, gpu, capture_range)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _profile(
+    nsys: Path, out: Path, private: Path, command: Sequence[str], gpu: bool, capture_range: str | None
+) -> Capture:
     named: list[str] = []
     # Written under a temporary name and renamed at the end (profiler.atomic): never through a planted
     # link or into a FIFO named nsys.log.
@@ -188,7 +235,7 @@ def profile(command: Sequence[str], out: Path, gpu: bool, capture_range: str | N
     try:
         with log_file.file as log:
             proc = subprocess.Popen(
-                profile_args(nsys, out, command, gpu, capture_range),
+                profile_args(nsys, private, command, gpu, capture_range),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -202,12 +249,9 @@ def profile(command: Sequence[str], out: Path, gpu: bool, capture_range: str | N
             code = proc.wait()
     finally:
         log_file.commit()  # interrupted too: the log of what ran is kept
-    rep = out / "report.nsys-rep"
-    if rep.is_file():
-        return Capture(rep, code)
-    raw = [Path(n) for n in named if Path(n).is_file()] or sorted(out.glob("*.qdstrm"))
+    if (private / "report.nsys-rep").is_file():
+        return Capture(_place(private / "report.nsys-rep", out / "report.nsys-rep"), code)
+    raw = [Path(n) for n in named if Path(n).is_file()] or sorted(private.glob("*.qdstrm"))
     if raw:
-        kept = out / "report.qdstrm"
-        shutil.move(str(raw[-1]), kept)
-        return Capture(kept, code)
+        return Capture(_place(raw[-1], out / "report.qdstrm"), code)
     raise NsysError(f"nsys profile made no report (exit {code}); see {out / 'nsys.log'}")
