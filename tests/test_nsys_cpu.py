@@ -7,8 +7,8 @@ in the export is an error, not an empty table.
 from __future__ import annotations
 
 import os
-import sqlite3
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
