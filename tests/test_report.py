@@ -21,6 +21,7 @@ from profiler.analysis.warmup import AUTO, settle
 from profiler.cli import build_parser, main
 from profiler.cli.args import load_report
 from profiler.render.terminal import WIDTH, table
+from profiler.report import files
 from profiler.report import folder as report
 from profiler.report.files import read_meta, read_timeline
 
@@ -176,6 +177,57 @@ def test_compare_says_when_batch_sizes_differ(capsys: pytest.CaptureFixture[str]
     assert "the batch size changed (64 -> 1024), so per-batch times do not compare; per item:" in out
 
 
+def test_compare_pairs_by_name_or_loop_and_mode_and_names_what_it_left(capsys: pytest.CaptureFixture[str]) -> None:
+    """The naive benchmark (pageable, pinned; batch 64) against the better one (pageable, pinned_nb;
+    batch 1024): pageable pairs with pageable (same loop and mode), pinned is never set against
+    pinned_nb, and both are named as left out."""
+    assert main(["compare", str(DATA / "h200_naive"), str(DATA / "h200_better")]) == 0
+    out = capsys.readouterr().out
+    assert "pageable/bs64/w0 -> pageable/bs1024/w6 (paired by loop and mode" in out
+    assert "pinned/bs64/w0 ->" not in out and "-> pinned_nb" not in out
+    assert "not compared: before pinned/bs64/w0; after pinned_nb/bs1024/w6" in out
+
+
+def _scenario(tl: pd.DataFrame, name: str, mode: str) -> pd.DataFrame:
+    return tl.assign(scenario=name, mode=mode)
+
+
+def test_compare_refuses_unrelated_loaders_and_degenerate_runs_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = read_timeline(COMPARE / "w2")
+    files.write_csv(_scenario(base, "Train/bs16/w2", "pageable"), tmp_path / "train.csv")
+    files.write_csv(_scenario(base, "Val/bs16/w4", "pageable"), tmp_path / "val.csv")
+    assert main(["compare", str(tmp_path / "train.csv"), str(tmp_path / "val.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no scenario pairs" in err[0]
+    zero = base.assign(**{c: 0.0 for c in base.columns if c.endswith("_ms")})
+    files.write_csv(zero, tmp_path / "zero.csv")
+    assert main(["compare", str(tmp_path / "zero.csv"), str(tmp_path / "zero.csv"), "--json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "every batch took 0 ms on both sides" in err[0]
+
+
+def test_compare_json_is_strict_where_the_runs_show_no_noise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every batch alike on each side, the two sides apart: a difference with no noise to divide by is
+    said so in words, and --json holds null for its ratio (it printed Infinity, which JSON has not)."""
+    base = read_timeline(COMPARE / "w2")
+    flat = base.assign(batch_ms=0.0, fetch_ms=1.0)  # a zero batch before: no floor to the noise either
+    files.write_csv(flat, tmp_path / "a.csv")
+    files.write_csv(flat.assign(batch_ms=2.0), tmp_path / "b.csv")
+    assert main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "batch: 2.000 ms slower per batch" in out and "the runs show no noise to judge it by" in out
+    assert "inf" not in out.lower()
+    assert main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--json"]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+    fetch = next(d for d in data if d["phase"] == "fetch")
+    assert fetch["ratio"] == 0.0 and not fetch["measurable"]
+
+
 def _digest(folder: Path) -> dict[str, str]:
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -197,7 +249,7 @@ def test_reading_verbs_leave_a_report_folder_byte_identical(
         ["diagnose", str(rep), "--json"],
         ["diagnose", str(rep / "timeline.csv"), "--skip", "2"],
         ["compare", str(rep), str(rep)],
-        ["compare", str(rep / "timeline.csv"), str(DATA / "cpu_compare" / "w2"), "--json"],
+        ["compare", str(rep / "timeline.csv"), str(rep), "--json"],
     ):
         assert main(argv) == 0, argv
     capsys.readouterr()

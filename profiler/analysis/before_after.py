@@ -1,9 +1,11 @@
 """Did a change help? Two readings of the same loop (before and after a change), scenario by scenario
 and phase by phase, each difference judged against both runs' batch-to-batch noise.
 
-Scenarios are paired by name; what is left unpaired on both sides (a change of ``num_workers``
-renames the scenario, ``.../w2`` to ``.../w8``) is paired in order of appearance, and the pairing is
-said. The figure judged is the mean per steady batch (what an epoch costs, as in the diagnosis); the
+Scenarios are paired by one rule, said with the result: by name; else, where a change renamed the
+scenario (``num_workers`` takes it from ``.../w2`` to ``.../w8``), by its loop: the name's first part
+(the dataset's class under ``pinprof profile``, the mode under ``pinprof run``) and the transfer mode,
+where exactly one scenario on each side has them. Scenarios left without a pair (a training loader
+against a validation one, pageable against pinned_nb) are named, never compared. The figure judged is the mean per steady batch (what an epoch costs, as in the diagnosis); the
 median (the typical batch) is shown beside it. The noise of a phase is the larger of the two runs'
 robust batch-to-batch spreads (1.4826 x the median absolute deviation), and at least
 ``FLOOR_SHARE`` of the before batch: a difference within it is "no measurable difference". This is
@@ -67,6 +69,8 @@ class PhaseChange:
         if not self.measurable:
             return f"{name}: no measurable difference ({figures}; within the noise of +/-{self.noise_ms:.3f} ms)"
         way = "faster" if d < 0 else "slower"
+        if not self.noise_ms > 0:
+            return f"{name}: {abs(d):.3f} ms {way} per batch ({figures}); the runs show no noise to judge it by"
         return (
             f"{name}: {abs(d):.3f} ms {way} per batch ({figures}), {self.ratio:.1f}x the noise "
             f"(+/-{self.noise_ms:.3f} ms)"
@@ -78,13 +82,40 @@ def _steady(tl: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {str(k): g for k, g in rows.groupby("scenario", sort=False)}
 
 
+def _loops(tl: pd.DataFrame, names: list[str]) -> dict[tuple[str, str], list[str]]:
+    """The scenarios ``names`` of ``tl`` by their loop: (the name's first part, the transfer mode)."""
+    modes = tl.groupby(tl.scenario.astype(str), sort=False)["mode"].first() if "mode" in tl else pd.Series()
+    out: dict[tuple[str, str], list[str]] = {}
+    for name in names:
+        out.setdefault((name.split("/")[0], str(modes.get(name, ""))), []).append(name)
+    return out
+
+
 def pairs(before: pd.DataFrame, after: pd.DataFrame) -> list[tuple[str, str, bool]]:
-    """(before scenario, after scenario, paired by name); see the module docstring."""
+    """(before scenario, after scenario, paired by name); the rule is the module docstring's."""
     b, a = list(dict.fromkeys(before.scenario.astype(str))), list(dict.fromkeys(after.scenario.astype(str)))
     out = [(s, s, True) for s in b if s in a]
-    rest_b, rest_a = [s for s in b if s not in a], [s for s in a if s not in b]
-    out += [(x, y, False) for x, y in zip(rest_b, rest_a)]
+    loops_b = _loops(before, [s for s in b if s not in a])
+    loops_a = _loops(after, [s for s in a if s not in b])
+    for key, xs in loops_b.items():
+        ys = loops_a.get(key, [])
+        if len(xs) == 1 and len(ys) == 1:
+            out.append((xs[0], ys[0], False))
     return out
+
+
+def unpaired(before: pd.DataFrame, after: pd.DataFrame, matched: list[tuple[str, str, bool]]) -> list[str]:
+    """One line naming the scenarios of either side that ``matched`` leaves out, or none."""
+    paired_b, paired_a = {x for x, _, _ in matched}, {y for _, y, _ in matched}
+    left_b = [s for s in dict.fromkeys(before.scenario.astype(str)) if s not in paired_b]
+    left_a = [s for s in dict.fromkeys(after.scenario.astype(str)) if s not in paired_a]
+    if not left_b and not left_a:
+        return []
+    sides = [f"before {', '.join(left_b)}"] * bool(left_b) + [f"after {', '.join(left_a)}"] * bool(left_a)
+    return [
+        f"not compared: {'; '.join(sides)} (no scenario of the same name, or of the same loop and mode alone, "
+        "on the other side, or no steady batch)"
+    ]
 
 
 def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange], list[tuple[str, str, bool]]]:
@@ -105,7 +136,8 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange
                 continue
             delta = float(va.mean() - vb.mean())
             noise = max(spread_ms(vb), spread_ms(va), floor)
-            ratio = abs(delta) / noise if noise > 0 else float("inf")
+            # no noise at all (every batch the same on both sides): a difference is one, but no multiple
+            ratio = abs(delta) / noise if noise > 0 else (float("nan") if delta else 0.0)
             out.append(
                 PhaseChange(
                     x,
@@ -118,7 +150,7 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange
                     delta,
                     noise,
                     ratio,
-                    ratio > 1.0,
+                    bool(ratio > 1.0) or (noise == 0 and delta != 0),
                     len(vb),
                     len(va),
                 )
@@ -133,7 +165,7 @@ def lines(changes: list[PhaseChange], matched: list[tuple[str, str, bool]]) -> l
         mine = [c for c in changes if c.before == x and c.after == y]
         if not mine:
             continue
-        head = x if x == y else f"{x} -> {y}" + ("" if by_name else " (paired in order: the names differ)")
+        head = x if x == y else f"{x} -> {y}" + ("" if by_name else " (paired by loop and mode: the names differ)")
         batch = next((c for c in mine if c.phase == "batch"), None)
         n = f"{mine[0].before_batches} and {mine[0].after_batches} steady batches"
         out.append(f"{head} ({n}): {batch.text() if batch else 'no batch time on both sides'}")

@@ -27,9 +27,9 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    import json
-
-    from profiler.analysis.before_after import as_json, compare, lines, size_notes
+    from profiler.analysis.before_after import as_json, compare, lines, size_notes, unpaired
+    from profiler.atomic import to_json
+    from profiler.errors import UsageError
     from profiler.report import files
     from profiler.report import folder as report
 
@@ -39,10 +39,15 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     a_after, _ = report.diagnosis_of(fa, ta, ma)
     changes, matched = compare(a_before.tl, a_after.tl)
     if not matched:
-        from profiler.errors import UsageError
-
-        raise UsageError(f"{args.before} and {args.after} have no scenario with steady batches on both sides")
+        raise UsageError(
+            f"{args.before} and {args.after}: no scenario pairs with steady batches on both sides (paired by "
+            "name, or by loop and mode)"
+        )
+    batches = [c for c in changes if c.phase == "batch"]
+    if batches and all(c.before_mean_ms == 0 and c.after_mean_ms == 0 for c in batches):
+        raise UsageError(f"{args.before} and {args.after}: every batch took 0 ms on both sides; nothing to compare")
     text = lines(changes, matched) + size_notes(a_before.tl, a_after.tl, matched)
+    text += unpaired(a_before.tl, a_after.tl, matched)
     if args.out is not None:
         from profiler.names import clean
         from profiler.render.html import report_html
@@ -55,7 +60,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         title = f"{clean(fa.name)} (after) against {clean(fb.name)} (before)"
         files.write_text_atomic(args.out / "compare.html", report_html(title, a_after, ma, compare=text))
     if args.json:
-        print(json.dumps(as_json(changes), indent=2))
+        print(to_json(as_json(changes), indent=2))  # strict JSON: a figure with no value is null
     else:
         print("\n".join(text))
     return 0
