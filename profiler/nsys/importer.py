@@ -40,7 +40,7 @@ def import_sqlite(path: Path, run: str | None = None) -> pd.DataFrame:
     try:
         try:
             nvtx, memcpy = read_nvtx(con), read_memcpy(con)
-        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as err:
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError) as err:
             raise ReportError(f"{path}: the export is damaged or not from Nsight Systems ({err})") from err
         except BadColumn as err:
             raise ReportError(f"{path}: {err}; the export is damaged or not from Nsight Systems") from err

@@ -168,6 +168,6 @@ def open_export(path: Path) -> sqlite3.Connection:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         con.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a damaged string is not a crash
         con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.DatabaseError as err:
-        raise ReportError(f"{path}: not an SQLite export ({err})") from err
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:  # a column's name is decoded strictly
+        raise ReportError(f"{path}: not an SQLite export, or a damaged one ({err})") from err
     return con

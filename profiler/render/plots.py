@@ -10,6 +10,7 @@ took 252 s and made a 182-megapixel PNG that Pillow refuses to open. Names are c
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +113,8 @@ def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
             used.add(r.phase)
         for b in rows[rows.scenario == name].batch_start_ms:
             ax.axvline(b - t0[name], color="#999999", lw=0.6, ls=":")
-        ax.set_xlim(0, span)
+        if span > 0 and math.isfinite(span):  # none: batches with no start or end, or of no length
+            ax.set_xlim(0, span)
         ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
         ax.invert_yaxis()
         ax.set_title(_short(name), fontsize=9, loc="left")
@@ -122,14 +124,17 @@ def gantt(tl: pd.DataFrame, path: Path, first: int = 6) -> Path:
         + (f"; {more} more scenario(s) not drawn" if more else "")
     )
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[p]) for p in COLORS if p in used]
-    fig.legend(
-        handles,
-        [_label(p, rows) for p in COLORS if p in used],
-        loc="upper center",
-        ncol=min(5, len(handles)),
-        fontsize=8,
-        frameon=False,
-    )
+    if handles:  # none where no phase had a length to draw
+        fig.legend(
+            handles,
+            [_label(p, rows) for p in COLORS if p in used],
+            loc="upper center",
+            ncol=min(5, len(handles)),
+            fontsize=8,
+            frameon=False,
+        )
+    else:
+        fig.suptitle("no phase of these batches has a start and an end to draw", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / height))
     return _save(fig, path)
 

@@ -281,7 +281,8 @@ def _parse_file(path: Path, **kwargs: Any) -> pd.DataFrame:
                     break
                 left -= len(block)
                 n += block.count(b"\n")
-                quoted = quoted or b'"' in block
+                # a quote, or a bare carriage return (a row's end to pandas): rows the newlines miscount
+                quoted = quoted or b'"' in block or b"\r" in block
             counts.append(n)
     if k == 1 or quoted:
         table = _Table(sum(counts) + 1)
@@ -348,10 +349,24 @@ class _Table:
                     self.arrays[col] = np.empty(self.rows, dtype=values.dtype if self.kinds[col] == "num" else object)
             return self.arrays[col]
 
+    def _grow(self, rows: int) -> None:
+        """Room for ``rows`` rows: more than the newlines counted (the single-slot read alone)."""
+        with self._lock:
+            if rows <= self.rows:
+                return
+            rows = max(rows, 2 * self.rows)
+            for col, arr in self.arrays.items():
+                grown = np.full(rows, -1, dtype=arr.dtype) if self.kinds[col] == "cat" else np.empty(rows, arr.dtype)
+                grown[: self.rows] = arr
+                self.arrays[col] = grown
+            self.rows = rows
+
     def fill(self, chunks: Any, at: int, slot: int = 0) -> None:
         n = at
         for chunk in chunks:
             m = len(chunk)
+            if n + m > self.rows:
+                self._grow(n + m)
             for col in chunk.columns:
                 values = chunk[col]
                 arr = self._array(col, values)
