@@ -87,13 +87,22 @@ class TempFile:
         self.file: IO[str] = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
 
     def commit(self) -> None:
-        self.file.close()
-        _check_target(self.path)
-        os.replace(self.tmp, self.path)
+        """Close the file and rename it over ``path``; where that fails (the last bytes do not fit on
+        the disk, a link planted meanwhile), the temporary file is removed and the error raised."""
+        try:
+            self.file.close()
+            _check_target(self.path)
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.discard()
+            raise
 
     def discard(self) -> None:
         """Remove the temporary file (the write failed: the target keeps what it held)."""
-        self.file.close()
+        try:
+            self.file.close()  # its buffer's last bytes may not fit either: they are not wanted
+        except OSError:
+            pass
         if os.path.exists(self.tmp):
             os.unlink(self.tmp)
 

@@ -99,3 +99,27 @@ def test_a_damaged_nsys_export_is_refused_in_one_line(tmp_path: Path, seed: int)
     )
     errors = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 2 and len(errors) == 1 and "damaged" in errors[0], res.stderr[-2000:]
+
+
+def _unshare_works() -> bool:
+    import shutil
+
+    return shutil.which("unshare") is not None and subprocess.run(["unshare", "-rm", "true"]).returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` (user namespaces) to mount a small tmpfs")
+def test_trace_on_a_full_disk_says_so_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """The trace of a 20-row timeline on a 16 KiB tmpfs: one line, exit 1 or 2, and the folder holds
+    only what was there before (the partial ``.trace.json.*.tmp`` stayed)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    src = DATA / "cpu_compare" / "w2" / "timeline.csv"
+    cmd = (
+        f"mount -t tmpfs -o size=16k none {mnt} && cp {src} {mnt}/ && cd {HERE.parent} && "
+        f"{sys.executable} -m profiler trace {mnt}/timeline.csv; echo rc=$?; ls -A {mnt}"
+    )
+    res = subprocess.run(["unshare", "-rm", "sh", "-c", cmd], capture_output=True, text=True, timeout=120)
+    lines = res.stdout.strip().splitlines()
+    errors = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines[0] in ("rc=1", "rc=2") and len(errors) == 1 and "No space left" in errors[0], res.stdout + res.stderr
+    assert lines[1:] == ["timeline.csv"], lines

@@ -74,8 +74,7 @@ def write(tl: pd.DataFrame, path: Path) -> Path:
             fh.write(("," if i else "") + "\n" + json.dumps(ev, allow_nan=False))
         fh.write("\n]}\n")
     except BaseException:
-        out.file.close()
         out.discard()
         raise
-    out.commit()
+    out.commit()  # removes the temporary file where the disk cannot hold its last bytes
     return Path(path)
