@@ -123,3 +123,26 @@ def test_trace_on_a_full_disk_says_so_and_leaves_no_temporary_file(tmp_path: Pat
     errors = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert lines[0] in ("rc=1", "rc=2") and len(errors) == 1 and "No space left" in errors[0], res.stdout + res.stderr
     assert lines[1:] == ["timeline.csv"], lines
+
+
+def test_link_image_and_html_in_names_stay_text_escaped_once(tmp_path: Path) -> None:
+    """A Dataset's class name with ``[text](url)``, ``![alt](url)`` and ``<b>``; an exception's class
+    name ``Boom<&>`` (it comes back through meta.json): no live link or image in diagnosis.md or
+    summary.md, and each name escaped once in Markdown and in HTML (``&amp;lt;`` before)."""
+    out, script = tmp_path / "rep", str(HERE / "scripts" / "odd_names.py")
+    res = subprocess.run(
+        [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", "python", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=HERE.parent,
+    )
+    assert res.returncode == 1, res.stderr[-2000:]
+    for name in ("diagnosis.md", "summary.md"):
+        text = (out / name).read_text()
+        assert "](http" not in text.replace("\\](http", ""), name  # every ] before a link target escaped
+        assert "![" not in text and "<b>" not in text, name
+        assert "interrupted by Boom&lt;&amp;&gt;)" in text and "&amp;lt;" not in text, name
+    page = (out / "report.html").read_text()
+    assert "Boom&lt;&amp;&gt;" in page and "&amp;lt;" not in page
+    assert "report written" in res.stderr and "(PARTIAL: interrupted by Boom<&>)" in res.stderr

@@ -1,8 +1,9 @@
 """Markdown a person reads: the summary table and the diagnosis.
 
-Every text that came from a name (a scenario, a run, what interrupted it) goes through ``md``: HTML's
-``& < >`` become entities, so a ``<script>`` in a Dataset's name stays text in any viewer that renders
-Markdown to HTML, and a table cell's ``|`` is escaped. Names are one line already (``profiler.names``).
+Every text that came from a name (a scenario, a run, what interrupted it) goes through ``md``, once:
+HTML's ``& < >`` become entities, so a ``<script>`` in a Dataset's name stays text in any viewer that
+renders Markdown to HTML; brackets are escaped, so link and image syntax stays text; and a table
+cell's ``|`` is escaped. Names are one line already (``profiler.names``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import pandas as pd
 
 from profiler.analysis.findings import Diagnosis
 
-_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# HTML's three, and a backslash and the brackets: ``[text](url)`` and ``![alt](url)`` in a Dataset's
+# class name would be a live link and a remote image in any viewer that renders the file.
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "[": "\\[", "]": "\\]"})
 
 
 def md(text: object, cell: bool = False) -> str:

@@ -30,7 +30,8 @@ def diagnosis_of(
 
 
 def partial_label(info: dict[str, Any]) -> str:
-    """`` (PARTIAL: why)`` for a report whose run did not finish, else ``""``; meta.json says
+    """`` (PARTIAL: why)`` for a report whose run did not finish, else ``""`` (plain text: each format
+    escapes it once, as it does the folder's name); meta.json says
     ``"status": "running"`` from the start of a run until its end rewrites it, so a run killed
     (SIGKILL, out of memory) or stopped by a full disk reads as such."""
     if not info.get("partial"):
@@ -38,7 +39,7 @@ def partial_label(info: dict[str, Any]) -> str:
     if info.get("status") == "running":
         return " (PARTIAL: the run stopped before its end, killed or out of disk; these are the batches it had flushed)"
     why = info.get("interrupted_by")
-    return f" (PARTIAL: interrupted by {md(clean(why))})" if isinstance(why, str) and why else " (PARTIAL: interrupted)"
+    return f" (PARTIAL: interrupted by {clean(why)})" if isinstance(why, str) and why else " (PARTIAL: interrupted)"
 
 
 def write_diagnosis(folder: Path, a: Analysis, text: str, info: dict[str, Any]) -> list[Path]:
@@ -84,7 +85,7 @@ def write_report(
         made_by = "`" + md(" ".join(command.split()).replace("`", "'")) + "`\n\n"  # one line, one code span
     files.write_text_atomic(
         out / "summary.md",
-        f"# pinprof report {md(clean(out.name))}{partial}\n\n{made_by}{md_table}{own_lines(a.diags)}{clock}",
+        f"# pinprof report {md(clean(out.name) + partial)}\n\n{made_by}{md_table}{own_lines(a.diags)}{clock}",
     )
     echo(table(a.summary) if len(a.summary) else "No batch was measured.")
     if len(tl):
