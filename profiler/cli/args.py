@@ -121,12 +121,15 @@ def size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def load_report(path: Path, skip: int | None = None) -> tuple[pd.DataFrame, Path, dict[str, Any]]:
+def load_report(
+    path: Path, skip: int | None = None, columns: Sequence[str] | None = None
+) -> tuple[pd.DataFrame, Path, dict[str, Any]]:
     """The timeline at ``path``, the folder it lies in and its meta.json (``{}`` when there is none);
-    ``skip``: each scenario's first ``skip`` batches are warm-up, the start-up rule is off."""
+    ``skip``: each scenario's first ``skip`` batches are warm-up, the start-up rule is off;
+    ``columns``: only these are read (``files.read_timeline``)."""
     from profiler.report import files
 
-    tl, folder = load_timeline(path)
+    tl, folder = load_timeline(path, columns)
     meta = files.read_meta(folder / files.META) if (folder / files.META).is_file() else {}
     if skip is not None:
         tl = tl.assign(warmup=tl["batch"].to_numpy() < skip)
@@ -134,12 +137,12 @@ def load_report(path: Path, skip: int | None = None) -> tuple[pd.DataFrame, Path
     return tl, folder, meta
 
 
-def load_timeline(path: Path) -> tuple[pd.DataFrame, Path]:
+def load_timeline(path: Path, columns: Sequence[str] | None = None) -> tuple[pd.DataFrame, Path]:
     """The timeline at ``path`` (a report folder or a CSV) and the folder it lies in; refuses an empty one."""
     from profiler.report import files
 
     csv = files.resolve_timeline_path(path)
-    tl = files.read_timeline(csv)
+    tl = files.read_timeline(csv, columns)
     if tl.empty:
         raise UsageError(f"{csv}: the timeline has no rows; nothing was measured")
     return tl, csv.parent

@@ -8,8 +8,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from profiler.cli.args import Subparsers, load_report
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def add(sub: Subparsers) -> None:
@@ -26,6 +30,18 @@ def add(sub: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _steady(path: Path) -> tuple[pd.DataFrame, Path, dict[str, Any]]:
+    """The columns of ``path``'s timeline a comparison reads, with its start-up batches flagged as its
+    diagnosis flags them (``analysis.warmup.settle``), its folder and meta.json."""
+    from profiler.analysis.before_after import PHASES
+    from profiler.analysis.warmup import RECORDED, settle
+
+    columns = ["mode", "batch_size", "epoch", "warmup", *(f"{p}_ms" for p in PHASES)]
+    tl, folder, meta = load_report(path, columns=columns)
+    tl, _ = settle(tl, str(meta.get("warmup_policy", RECORDED)))
+    return tl, folder, meta
+
+
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from profiler.analysis.before_after import as_json, compare, lines, size_notes, unpaired
     from profiler.atomic import to_json
@@ -33,11 +49,11 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from profiler.report import files
     from profiler.report import folder as report
 
-    tb, fb, mb = load_report(args.before)
-    ta, fa, ma = load_report(args.after)
-    a_before, _ = report.diagnosis_of(fb, tb, mb)
-    a_after, _ = report.diagnosis_of(fa, ta, ma)
-    changes, matched = compare(a_before.tl, a_after.tl)
+    # Each side read with the columns the comparison needs and its start-up batches flagged, before
+    # the other is read: two 1,000,000-row timelines whole held 2.6 GB.
+    before_tl, fb, _ = _steady(args.before)
+    after_tl, fa, _ = _steady(args.after)
+    changes, matched = compare(before_tl, after_tl)
     if not matched:
         raise UsageError(
             f"{args.before} and {args.after}: no scenario pairs with steady batches on both sides (paired by "
@@ -46,9 +62,12 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     batches = [c for c in changes if c.phase == "batch"]
     if batches and all(c.before_mean_ms == 0 and c.after_mean_ms == 0 for c in batches):
         raise UsageError(f"{args.before} and {args.after}: every batch took 0 ms on both sides; nothing to compare")
-    text = lines(changes, matched) + size_notes(a_before.tl, a_after.tl, matched)
-    text += unpaired(a_before.tl, a_after.tl, matched)
-    if args.out is not None:
+    text = lines(changes, matched) + size_notes(before_tl, after_tl, matched)
+    text += unpaired(before_tl, after_tl, matched)
+    del before_tl, after_tl
+    if args.out is not None:  # the page is AFTER's whole report: read whole
+        ta, fa, ma = load_report(args.after)
+        a_after, _ = report.diagnosis_of(fa, ta, ma)
         from profiler.names import clean
         from profiler.render.html import report_html
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import os
 import stat
-import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,13 +194,19 @@ NON_NEGATIVE = (
 )
 
 
-def read_timeline(path: Path) -> pd.DataFrame:
+# The columns every read keeps, whatever ``columns`` asks: a row's identity and what a file must hold.
+KEYS = ("run", "scenario", "rank", "batch", "mode", "bytes")
+
+
+def read_timeline(path: Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Read a timeline CSV (pinprof's or an nsys import) back into the typed frame it was written from.
 
     Read typed first (numbers parsed by the CSV reader, text as categories: a 1,000,000-row timeline in
     seconds and well under 1 GB); a file that does not parse so is read again as text, cell by cell,
-    to name the column that is wrong."""
+    to name the column that is wrong. ``columns``: only these (and ``KEYS``) are parsed and kept, for
+    a reader that needs few of them (``pinprof compare`` holds two timelines)."""
     path = resolve_timeline_path(path)
+    wanted = None if columns is None else {*columns, *KEYS}
     source: Path | io.BytesIO = path
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
@@ -219,150 +223,88 @@ def read_timeline(path: Path) -> pd.DataFrame:
         if b"\n" not in data:
             raise ReportError(f"{path}: the header line is incomplete; the file was cut while being written")
         source = io.BytesIO(data[: data.rindex(b"\n") + 1])
-    raw = _read_typed(path, source)
+    raw = _read_typed(path, source, wanted)
     if raw is None:
-        raw = _read_text(path, source)
+        raw = _read_text(path, source, wanted)
     _check_values(path, raw)
     _check_names(path, raw)
-    frame = conform(raw)
+    frame = conform(raw, copy=False, only=wanted)
+    del raw
     if frame.scenario.isna().any():  # a file from elsewhere with no scenario: its mode names it
         frame["scenario"] = frame.scenario.fillna(frame["mode"].astype(str))
     _check_unique(path, frame)
     return frame
 
 
-CHUNK_ROWS = 25_000  # the parser's buffers for this many rows at a time (per thread), not for the whole file
-PARALLEL_BYTES = 32 << 20  # a file this large is parsed in as many slices as there are cores (up to 4)
+CHUNK_ROWS = 25_000  # the parser's buffers for this many rows at a time, not for the whole file
 
 
 def _csv(path: Path, source: Path | io.BytesIO, **kwargs: Any) -> pd.DataFrame:
-    """The CSV parsed into one frame of arrays sized once (see ``_Table``); a large pinprof timeline in
-    slices on several threads (the parser lets the others run while it tokenizes: 1.8 times faster on
-    2 cores)."""
+    """The CSV parsed chunk by chunk into one frame of arrays sized once (see ``_Table``). One thread:
+    parsed in slices on two, a 1,000,000-row timeline read 3.9 s instead of 4.7 s on the 2-core
+    machine, but peaked at 874 MB instead of 637 (each thread's parser buffers held apart), and more
+    with more cores."""
     try:
         if isinstance(source, io.BytesIO):
             source.seek(0)
-            table = _Table(source.getvalue().count(b"\n"))
-            with pd.read_csv(source, keep_default_na=False, na_values=[""], chunksize=CHUNK_ROWS, **kwargs) as reader:
-                table.fill(reader, 0)
-            return table.frame()
-        return _parse_file(source, **kwargs)
+            rows = source.getvalue().count(b"\n")
+        else:
+            rows = _newlines(source)
+        table = _Table(rows)
+        with pd.read_csv(source, keep_default_na=False, na_values=[""], chunksize=CHUNK_ROWS, **kwargs) as reader:
+            table.fill(reader)
+        return table.frame()
     except pd.errors.EmptyDataError as err:
         raise ReportError(f"{path}: the file is empty") from err
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         raise ReportError(f"{path}: not a CSV file pinprof can read ({str(err).splitlines()[0]})") from err
 
 
-def _parse_file(path: Path, **kwargs: Any) -> pd.DataFrame:
+def _newlines(path: Path) -> int:
+    """The file's newlines: its rows, header included, where no cell holds one (``_Table`` grows
+    where more come)."""
+    n = 0
     with open(path, "rb") as fh:
-        head = fh.readline()
-    names = head.decode("utf-8", "replace").rstrip("\r\n").split(",")
-    # Slices start at a newline: only where no cell can hold one (no quote in the file) and the
-    # header is pinprof's own (each column's type then fixed, not guessed slice by slice).
-    plain = all(n in SCHEMA for n in names) and len(set(names)) == len(names) and len(names) > 1
-    size = path.stat().st_size
-    k = min(os.cpu_count() or 1, 4) if plain and size > PARALLEL_BYTES else 1
-    bounds = [len(head)]
-    with open(path, "rb") as fh:
-        for i in range(1, k):
-            fh.seek(size * i // k)
-            fh.readline()
-            bounds.append(max(fh.tell(), bounds[-1]))
-    bounds.append(size)
-    counts, quoted = [], False
-    with open(path, "rb") as fh:
-        fh.seek(len(head))
-        for a, b in itertools.pairwise(bounds):
-            n = 0
-            left = b - a
-            while left > 0:
-                block = fh.read(min(16 << 20, left))
-                if not block:
-                    break
-                left -= len(block)
-                n += block.count(b"\n")
-                # a quote, or a bare carriage return (a row's end to pandas): rows the newlines miscount
-                quoted = quoted or b'"' in block or b"\r" in block
-            counts.append(n)
-    if k == 1 or quoted:
-        table = _Table(sum(counts) + 1)
-        with pd.read_csv(path, keep_default_na=False, na_values=[""], chunksize=CHUNK_ROWS, **kwargs) as reader:
-            table.fill(reader, 0)
-        return table.frame()
-    table = _Table(sum(counts))
-    offsets = np.concatenate(([0], np.cumsum(counts)))
-
-    def part(i: int) -> None:
-        with open(path, "rb") as raw:
-            raw.seek(bounds[i])
-            piece = io.BufferedReader(_Slice(raw, bounds[i + 1] - bounds[i]), 1 << 20)
-            opts = dict(kwargs, header=None, names=names)
-            with pd.read_csv(piece, keep_default_na=False, na_values=[""], chunksize=CHUNK_ROWS, **opts) as reader:
-                table.fill(reader, int(offsets[i]), slot=i)
-
-    with ThreadPoolExecutor(k) as pool:
-        list(pool.map(part, range(k)))
-    return table.frame()
-
-
-class _Slice(io.RawIOBase):
-    """``length`` bytes of an open file from where it stands: one thread's slice of a CSV."""
-
-    def __init__(self, raw: Any, length: int) -> None:
-        self._raw, self._left = raw, length
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        n = min(len(buf), self._left)
-        if n <= 0:
-            return 0
-        got = self._raw.readinto(memoryview(buf)[:n])
-        self._left -= got
-        return int(got)
+        while block := fh.read(16 << 20):
+            n += block.count(b"\n")
+    return n
 
 
 class _Table:
-    """Columns in arrays sized once for ``rows`` rows, filled chunk by chunk at given offsets (threads
-    fill slices of their own): no second copy of the table in memory. Text columns are kept as codes;
-    each slot (thread) numbers its categories, joined into one list by ``frame``."""
+    """Columns in arrays sized once for ``rows`` rows (grown where the file holds more), filled chunk
+    by chunk: no second copy of the table in memory. Text columns are kept as codes into one list of
+    categories."""
 
     def __init__(self, rows: int) -> None:
-        self.rows = rows
+        self.rows = max(rows, 1)
         self.arrays: dict[str, np.ndarray] = {}
         self.kinds: dict[str, str] = {}
-        self.cats: dict[tuple[int, str], dict[Any, int]] = {}
-        self.spans: dict[int, tuple[int, int]] = {}
+        self.cats: dict[str, dict[Any, int]] = {}
+        self.end = 0
         self.columns: list[str] = []
-        self._lock = threading.Lock()
 
     def _array(self, col: str, values: pd.Series) -> np.ndarray:
-        with self._lock:
-            if col not in self.arrays:
-                self.columns.append(col)
-                if isinstance(values.dtype, pd.CategoricalDtype):
-                    self.kinds[col] = "cat"
-                    self.arrays[col] = np.full(self.rows, -1, dtype=np.int32)
-                else:
-                    self.kinds[col] = "num" if values.dtype.kind in "fiu" else "obj"
-                    self.arrays[col] = np.empty(self.rows, dtype=values.dtype if self.kinds[col] == "num" else object)
-            return self.arrays[col]
+        if col not in self.arrays:
+            self.columns.append(col)
+            if isinstance(values.dtype, pd.CategoricalDtype):
+                self.kinds[col] = "cat"
+                self.arrays[col] = np.full(self.rows, -1, dtype=np.int32)
+            else:
+                self.kinds[col] = "num" if values.dtype.kind in "fiu" else "obj"
+                self.arrays[col] = np.empty(self.rows, dtype=values.dtype if self.kinds[col] == "num" else object)
+        return self.arrays[col]
 
     def _grow(self, rows: int) -> None:
-        """Room for ``rows`` rows: more than the newlines counted (the single-slot read alone)."""
-        with self._lock:
-            if rows <= self.rows:
-                return
-            rows = max(rows, 2 * self.rows)
-            for col, arr in self.arrays.items():
-                grown = np.full(rows, -1, dtype=arr.dtype) if self.kinds[col] == "cat" else np.empty(rows, arr.dtype)
-                grown[: self.rows] = arr
-                self.arrays[col] = grown
-            self.rows = rows
+        """Room for ``rows`` rows: more than the newlines counted (a bare carriage return ends a row)."""
+        rows = max(rows, 2 * self.rows)
+        for col, arr in self.arrays.items():
+            grown = np.full(rows, -1, dtype=arr.dtype) if self.kinds[col] == "cat" else np.empty(rows, arr.dtype)
+            grown[: self.rows] = arr
+            self.arrays[col] = grown
+        self.rows = rows
 
-    def fill(self, chunks: Any, at: int, slot: int = 0) -> None:
-        n = at
+    def fill(self, chunks: Any) -> None:
+        n = 0
         for chunk in chunks:
             m = len(chunk)
             if n + m > self.rows:
@@ -371,35 +313,23 @@ class _Table:
                 values = chunk[col]
                 arr = self._array(col, values)
                 if self.kinds[col] == "cat":
-                    index = self.cats.setdefault((slot, col), {})
+                    index = self.cats.setdefault(col, {})
                     cats = values.cat.categories
                     lut = np.array([index.setdefault(c, len(index)) for c in cats] + [-1], dtype=np.int32)
                     arr[n : n + m] = lut[values.cat.codes.to_numpy()]
                 else:
                     arr[n : n + m] = values.to_numpy()
             n += m
-        self.spans[slot] = (at, n)
+        self.end = n
 
     def frame(self) -> pd.DataFrame:
-        spans = sorted(self.spans.values())
-        gaps = any(b != c for (_, b), (c, _) in itertools.pairwise(spans)) or (spans and spans[0][0] != 0)
-        keep = np.concatenate([np.arange(a, b) for a, b in spans]) if gaps else None
-        end = spans[-1][1] if spans else 0
         out: dict[str, Any] = {}
         for col in self.columns:
-            arr = self.arrays[col]
+            arr = self.arrays[col][: self.end]
             if self.kinds[col] == "cat":
-                merged: dict[Any, int] = {}
-                for (slot, name), index in sorted(self.cats.items(), key=lambda kv: kv[0][0]):
-                    if name != col or slot not in self.spans:
-                        continue
-                    lut = np.array([merged.setdefault(c, len(merged)) for c in index] + [-1], dtype=np.int32)
-                    a, b = self.spans[slot]
-                    arr[a:b] = lut[arr[a:b]]
-                codes = arr[keep] if keep is not None else arr[:end]
-                out[col] = pd.Categorical.from_codes(codes, categories=pd.Index(list(merged), dtype=object))
+                out[col] = pd.Categorical.from_codes(arr, categories=pd.Index(list(self.cats[col]), dtype=object))
             else:
-                out[col] = arr[keep] if keep is not None else arr[:end]
+                out[col] = arr
         return pd.DataFrame(out, copy=False)  # one block per column: no second copy of the table
 
 
@@ -412,12 +342,16 @@ def _require(path: Path, raw: pd.DataFrame) -> None:
         )
 
 
-def _read_typed(path: Path, source: Path | io.BytesIO) -> pd.DataFrame | None:
+def _usecols(wanted: set[str] | None) -> dict[str, Any]:
+    return {} if wanted is None else {"usecols": lambda c: c in wanted}
+
+
+def _read_typed(path: Path, source: Path | io.BytesIO, wanted: set[str] | None = None) -> pd.DataFrame | None:
     """The timeline parsed by type in one pass; None when a cell does not parse (the text path names it)."""
     numeric = {c for c, t in SCHEMA.items() if t in ("float64", "int64", "Int64")}
     dtype = {c: ("float64" if c in numeric else "category") for c in SCHEMA}
     try:
-        raw = _csv(path, source, dtype=dtype)
+        raw = _csv(path, source, dtype=dtype, **_usecols(wanted))
     except (ValueError, TypeError, OverflowError) as err:
         if isinstance(err, ReportError):
             raise
@@ -452,9 +386,9 @@ def _read_typed(path: Path, source: Path | io.BytesIO) -> pd.DataFrame | None:
 _BOOLS = {"True": True, "False": False, "true": True, "false": False, "1": True, "0": False}.get
 
 
-def _read_text(path: Path, source: Path | io.BytesIO) -> pd.DataFrame:
+def _read_text(path: Path, source: Path | io.BytesIO, wanted: set[str] | None = None) -> pd.DataFrame:
     """Every cell as text, then each column parsed: the slow path, which names a wrong column."""
-    raw = _csv(path, source, dtype=str)
+    raw = _csv(path, source, dtype=str, **_usecols(wanted))
     _require(path, raw)
     bad: list[str] = []
     for col, dtype in SCHEMA.items():
