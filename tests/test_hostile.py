@@ -777,6 +777,7 @@ def test_a_full_disk_keeps_nine_tenths_of_the_rows_it_could_hold_and_finishes_me
     assert meta["partial"] is True and meta["status"] == "disk_full"
     said = [ln for ln in res.stderr.splitlines() if "timeline.csv" in ln and str(len(tl)) in ln]
     assert said, res.stderr[-3000:]
+    assert "could not be written" in said[-1]  # the rest counted
     if verb == "profile":
         assert meta["batches_measured"] == steps and meta["batches_not_written"] == steps - len(tl)
         assert f"keeps {len(tl)} of the {steps} batches measured" in said[-1]

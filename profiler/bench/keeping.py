@@ -42,17 +42,19 @@ class Progress:
         )
 
 
-def appending(write: Callable[[], None], journal: Journal | None) -> None:
+def appending(write: Callable[[], None], journal: Journal | None, measured: int | None = None) -> None:
     """``write`` to the journal; a disk that refuses it (full, over quota) stops the run: nothing
-    measured after could be kept, and the rows already on disk are."""
+    measured after could be kept, and the rows already on disk are. ``measured``: the batches the run
+    has measured, for the line to count those not written."""
     try:
         write()
     except OSError as err:
         if journal is None:  # the run's first file (meta.json): nothing measured yet
             raise WriteFailed(f"could not write {err.filename or 'the report folder'} ({err.strerror or err})") from err
         kept, path = journal.rows, journal.path
+        lost = f" of {measured} measured ({measured - kept} could not be written)" if measured is not None else ""
         raise WriteFailed(
-            f"could not append to {path} ({err.strerror or err}); it keeps the {kept} batches flushed before, "
+            f"could not append to {path} ({err.strerror or err}); it keeps the {kept} batches flushed before{lost}, "
             "and meta.json says the report is partial: free some space and run again"
         ) from err
 

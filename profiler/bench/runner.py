@@ -120,7 +120,8 @@ def run_scenario(
                 bar.update(1)
                 done += 1
                 if writer is not None and writer.error is not None:
-                    appending(writer.raise_error, journal)
+                    before = sum(len(f) for f in progress.frames) if progress is not None else 0
+                    appending(writer.raise_error, journal, measured=before + done)
                 if enabled and bar.n % 10 == 0:
                     bar.set_postfix({k: f"{v:.2f}ms" for k, v in prof.live_medians().items() if v == v}, refresh=False)
     finally:
