@@ -208,10 +208,34 @@ def _shown(err: BaseException) -> str:
     error left ``run_profiled`` and no report was written. What a handler raises meanwhile is
     printed after it, once."""
     late: list[BaseException] = []
-    write_held(lambda: traceback.print_exception(err), replay=False, late=late.append)
+    write_held(lambda: print(as_python_prints(err), end="", file=sys.stderr), replay=False, late=late.append)
     for line in dict.fromkeys(f"{type(e).__name__}: {e}" for e in late):
         print(f"pinprof: then, while the error was shown: {line}", file=sys.stderr)
     return str(err)[:500]
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+_RUNNERS = {runpy.__file__, traceback.__file__}
+
+
+def _not_ours(te: traceback.TracebackException, seen: set[int]) -> None:
+    """``te`` and the exceptions chained to it without pinprof's frames (its runner, its hooks)."""
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    kept = [f for f in te.stack if not (f.filename.startswith(_PACKAGE) or f.filename in _RUNNERS)]
+    te.stack = traceback.StackSummary.from_list(kept)
+    for other in (te.__cause__, te.__context__, *(te.exceptions or [])):
+        if other is not None:
+            _not_ours(other, seen)
+
+
+def as_python_prints(err: BaseException) -> str:
+    """``err``'s traceback as ``python script.py`` prints it: pinprof's own frames (the runner that
+    ran the script, the hooks a ``.to()`` went through) left out, every other line as Python writes it."""
+    te = traceback.TracebackException.from_exception(err)
+    _not_ours(te, set())
+    return "".join(te.format())
 
 
 def default_out(target: Target) -> Path:

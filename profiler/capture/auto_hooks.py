@@ -291,9 +291,12 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     original = _ORIGINAL.get("to") or torch.Tensor.to
     t0 = perf_counter_ns()
     try:
-        device, _dtype, non_blocking, _fmt = _parse_to(*args, **kwargs)
-    except Exception:  # arguments .to() itself refuses: let it say so
+        parsed = _parse_to(*args, **kwargs)
+    except Exception:
+        parsed = None
+    if parsed is None:  # arguments .to() itself refuses: let it say so, outside this handler (no chain)
         return original(self, *args, **kwargs)
+    device, _dtype, non_blocking, _fmt = parsed
     if device is None:
         return original(self, *args, **kwargs)
     kind = _TYPES.get(device)

@@ -66,6 +66,6 @@ def brief(analysis: Analysis, width: int = WIDTH) -> str:
                 lines.extend(wrap.wrap(f"  change: {c.what}{saves}"))
     if analysis.clock:
         lines.extend(wrap.wrap(analysis.clock))
-    if analysis.threads:
-        lines.extend(wrap.wrap(analysis.threads))
+    if analysis.threads:  # one line here; report.html and diagnosis.md say what each thread took
+        lines.append(f"{analysis.threads.split(' (', 1)[0]} (report.html has the detail)")
     return "\n".join(lines)

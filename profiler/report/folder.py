@@ -95,4 +95,9 @@ def write_report(
 
             plotting.write_all(a.tl, out)
         echo(brief(a))
-    echo(f"pinprof: report written to {out}/{partial}: open {out / 'report.html'}")
+        echo(f"pinprof: report written to {out}/{partial}: open {out / 'report.html'}")
+    else:  # no report.html: none is promised, and why is said
+        echo(
+            f"pinprof: no batch was measured{partial}: pinprof's rows are the batches the program takes from a "
+            f"torch DataLoader, and it took none; {out}/ holds meta.json and a timeline.csv of its header alone"
+        )
