@@ -68,3 +68,39 @@ def test_pinprofs_own_threads_take_one_line_on_the_terminal(tmp_path: Path) -> N
     assert len(threads) == 1 and threads[0].endswith("(report.html has the detail)"), res.stderr[-2000:]
     after = res.stderr.splitlines()[res.stderr.splitlines().index(threads[0]) + 1]
     assert after.startswith("pinprof: report written to")  # no paragraph follows it
+
+
+FLAGS = """
+import sys
+import torch
+from torch.utils.data import DataLoader
+for x in DataLoader([torch.zeros(4)] * 4, batch_size=2):
+    x.to("cpu")
+print("flags", sys.stdout.write_through, sys.flags.dev_mode, sys.warnoptions)
+"""
+
+
+def test_pythons_own_options_reach_the_scripts_interpreter(tmp_path: Path) -> None:
+    """``python -u -X dev -W error::UserWarning script.py`` under pinprof profile: the script sees
+    those options as it would run bare (they were refused)."""
+    (tmp_path / "flags.py").write_text(FLAGS)
+    opts = ["-u", "-X", "dev", "-W", "error::UserWarning"]
+    bare = _run([sys.executable, *opts, "flags.py"], tmp_path)
+    prof = _run(
+        [sys.executable, "-m", "profiler", "profile", "--out", "rep", "--no-plots", "--", "python", *opts, "flags.py"],
+        tmp_path,
+    )
+    assert prof.returncode == 0, prof.stderr[-2000:]
+    said = [ln for ln in prof.stdout.splitlines() if ln.startswith("flags")]
+    assert said == [ln for ln in bare.stdout.splitlines() if ln.startswith("flags")]
+    assert said[0].startswith("flags True True [") and "'error::UserWarning'" in said[0]
+    assert (tmp_path / "rep" / "timeline.csv").read_text().count("\n") == 3  # two batches and the header
+
+
+def test_an_option_that_changes_what_runs_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "flags.py").write_text(FLAGS)
+    res = _run(
+        [sys.executable, "-m", "profiler", "profile", "--out", "rep", "--", "python", "-I", "flags.py"], tmp_path
+    )
+    errors = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(errors) == 1 and "'-I' is not supported" in errors[0], res.stderr

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from profiler.bench import interpreter
+from profiler.bench.interpreter import split_options
 from profiler.capture import auto_hooks, backend, stall
 from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession, TrialDone
@@ -46,11 +48,17 @@ from profiler.settings import current
 
 @dataclass(frozen=True)
 class Target:
-    """What to run: a script path or a module name, and the ``sys.argv`` it sees."""
+    """What to run: a script path or a module name, the ``sys.argv`` it sees, and Python's options
+    given before it (``profiler.bench.interpreter``)."""
 
     kind: str  # "path" or "module"
     name: str
     argv: list[str]
+    options: tuple[str, ...] = ()
+
+    def program(self) -> list[str]:
+        """The command that runs it as given, for a process of its own (``pinprof tune``'s runs)."""
+        return ["python", *self.options, *(["-m"] if self.kind == "module" else []), *self.argv]
 
 
 # What names an interpreter: python, python3, python3.12 (a path to one too), not a script named python_x.py.
@@ -64,19 +72,20 @@ def is_interpreter(arg: str) -> bool:
 def parse_target(command: Sequence[str]) -> Target:
     """``[python] script.py ARGS`` or ``[python] -m module ARGS`` (after ``--``)."""
     cmd = list(command[1:] if command[:1] == ["--"] else command)
+    options: list[str] = []
     if cmd and is_interpreter(cmd[0]):
-        cmd = cmd[1:]
+        options, cmd = split_options(cmd[1:])
     if not cmd:
         raise UsageError("give the program after --, e.g. pinprof profile -- python train.py --epochs 1")
     if cmd[0] == "-m":
         if len(cmd) < 2:
             raise UsageError("-m needs a module name, e.g. pinprof profile -- python -m mypackage.train")
-        return Target("module", cmd[1], cmd[1:])
+        return Target("module", cmd[1], cmd[1:], tuple(options))
     if cmd[0].startswith("-"):
-        raise UsageError(f"python option {cmd[0]!r} is not supported here; give the script (or -m module) first")
+        raise UsageError(f"{cmd[0]!r}: give python's options after python (python -u train.py), then the script")
     if not Path(cmd[0]).is_file() and not Path(cmd[0], "__main__.py").is_file():
         raise UsageError(f"{cmd[0]!r} is not a file; give the training script to run, e.g. train.py")
-    return Target("path", cmd[0], cmd)
+    return Target("path", cmd[0], cmd, tuple(options))
 
 
 def _run_source(path: str) -> None:
@@ -257,6 +266,7 @@ def profile(
     """Profile ``command`` (see the module docstring); returns the program's exit status."""
     echo = echo or _to_stderr  # the program's standard output stays its own
     target = parse_target(command)
+    interpreter.apply(target.options, command)  # python -u, -X, -W: this interpreter started again with them
     ranks = rank_info()
     if ranks["world_size"] > 1 and out is None:
         raise UsageError("under torchrun, give --out DIR: every rank writes its part into it")

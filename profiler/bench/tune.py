@@ -145,8 +145,7 @@ def tune(
         limit = max(120.0, 4 * max(durations)) if durations else budget_s
         t0 = time.monotonic()
         error = ""
-        program = ["-m", *target.argv] if target.kind == "module" else target.argv
-        status, last = run_trial([*cmd, "--", *program], env, folder, limit, say)
+        status, last = run_trial([*cmd, "--", *target.program()], env, folder, limit, say)
         if status is None:
             error = (
                 f"took more than {limit:.0f} s (4 times the longest run so far)"
@@ -218,9 +217,7 @@ def tune(
         code = 130
     predicted = {r.name: predicted_saving(diags, r.changes) for r in runs if not r.baseline}
     table = judge(runs, predicted)
-    write_tune(
-        out, table, noise(runs), " ".join(["python", *(["-m"] if target.kind == "module" else []), *target.argv]), notes
-    )
+    write_tune(out, table, noise(runs), " ".join(target.program()), notes)
     for line in [*tune_lines(table, noise(runs)), *notes]:
         say(line)
     say(f"pinprof tune: {out / TUNE_CSV} and {out / 'tune.md'}; each run's report under {out / 'trials'}/")
