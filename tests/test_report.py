@@ -36,9 +36,11 @@ def committed_reports() -> list[Path]:
     return sorted(found)
 
 
-def test_the_same_script_profiled_five_times_gets_one_headline_class(tmp_path: Path) -> None:
+def test_the_same_script_profiled_five_times_gets_one_headline_class_or_says_not_settled(tmp_path: Path) -> None:
     """The issue's script (FakeData, a small CNN, 2 workers, two epochs without persistent workers):
-    a mean taken over the first batch's 352 ms start made it "loader bound" 3 times in 4."""
+    a mean taken over the first batch's 352 ms start made it "loader bound" 3 times in 4. Its share
+    sits near the 5% boundary (4.9% in one run of five, 9-10% in the others, on a loaded machine): a
+    run whose interval spans the boundary says "not settled"; never two settled classes."""
     classes, shares = [], []
     for k in range(5):
         out = tmp_path / f"run{k}"
@@ -65,7 +67,8 @@ def test_the_same_script_profiled_five_times_gets_one_headline_class(tmp_path: P
         assert "report.html" in done.stderr and summary["FakeData/bs16/w2/warmup_batches"] >= 1
         classes.append(summary["FakeData/bs16/w2/class"])
         shares.append(summary["FakeData/bs16/w2/input_share"])
-    assert len(set(classes)) == 1, f"headline classes {classes}, input shares {shares}"
+    settled = set(classes) - {"not_settled"}
+    assert len(settled) <= 1, f"headline classes {classes}, input shares {shares}"
 
 
 def test_start_up_batches_found_per_loader_and_epoch_on_a_recorded_run() -> None:

@@ -244,16 +244,21 @@ def test_tune_of_a_loop_whose_loader_waits_picks_more_workers(tmp_path: Path) ->
     assert table.predicted_ms.notna().iloc[1]  # the diagnosis' prediction beside the measured saving
 
 
-def test_a_trial_named_in_only_that_the_script_does_not_get_is_said(tmp_path: Path) -> None:
-    """``--only num_workers=7`` on a script whose trials are num_workers=2 (the 2-core machine): no
-    trial runs, and tune says which name it did not find and what the script's trials are."""
+def test_a_trial_named_in_only_runs_as_named_and_a_bad_one_is_refused_before_any_run(tmp_path: Path) -> None:
+    """``--only num_workers=7`` on a script whose rules give num_workers=2 (the 2-core machine): that
+    trial runs, as named, between two baselines (it was skipped after a baseline). ``num_workers=x``
+    is refused in one line before the baseline runs."""
     cmd = [sys.executable, "-m", "profiler", "tune", "--out", str(tmp_path / "t"), "--steps", "10", "--skip", "2"]
-    cmd += ["--only", "num_workers=7", "--", "python", str(HERE / "scripts" / "sleepy_loader.py"), "--one-loader"]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
+    script = ["--", "python", str(HERE / "scripts" / "sleepy_loader.py"), "--one-loader"]
+    run = subprocess.run([*cmd, "--only", "num_workers=7", *script], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert list(pd.read_csv(tmp_path / "t" / "tune.csv").trial) == ["baseline"]
-    md = (tmp_path / "t" / "tune.md").read_text()
-    assert "no trial named num_workers=7 for this script; its trials: num_workers=" in md
+    table = pd.read_csv(tmp_path / "t" / "tune.csv")
+    assert list(table.trial) == ["baseline", "num_workers=7", "baseline"]
+    bad = [*cmd[:5], str(tmp_path / "u"), *cmd[6:], "--only", "num_workers=x", *script]
+    refused = subprocess.run(bad, capture_output=True, text=True, timeout=60)
+    errors = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert refused.returncode == 2 and len(errors) == 1 and "num_workers=x" in errors[0], refused.stderr
+    assert not (tmp_path / "u").exists()  # nothing ran
 
 
 def test_a_trials_warm_up_holds_the_batches_its_workers_queued(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ medians (the typical batch) are kept beside them for the report.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from profiler.analysis.headline import headline
 from profiler.analysis.rates import pinned_rate_GBps
 from profiler.analysis.rules import MIN_BATCHES, Case, run_rules, too_few
 from profiler.analysis.rules.base import TOO_SMALL_SHARE, case_text
+from profiler.analysis.stats import ratio_interval
 from profiler.timeline.schema import CONFIG
 
 # Medians the rules read: <name>_ms columns, then counts.
@@ -67,6 +69,19 @@ def _rank(f: Finding, batch: float) -> tuple[float, bool, bool, int]:
 def _stat(g: pd.DataFrame, col: str, how: str = "median") -> float:
     """``how`` ("median" or "mean") of a column over the batches that measured it; NaN if none did."""
     return float(g[col].astype(float).agg(how)) if col in g and g[col].notna().any() else float("nan")
+
+
+def _share_interval(g: pd.DataFrame, exposed: float) -> tuple[float, float]:
+    """The 95% interval of the input share (loader wait and the mean exposed transfer over the batch
+    time) over the scenario's steady batches, in their order (``analysis.stats.ratio_interval``)."""
+    batch = g["batch_ms"].to_numpy(float, na_value=np.nan) if "batch_ms" in g else np.empty(0)
+    fetch = g["fetch_ms"].to_numpy(float, na_value=np.nan) if "fetch_ms" in g else np.zeros(len(batch))
+    keep = ~np.isnan(batch)
+    if "batch" in g:  # the batches in the order they ran
+        keep_order = np.argsort(g["batch"].to_numpy(), kind="stable")
+        batch, fetch, keep = batch[keep_order], fetch[keep_order], keep[keep_order]
+    wait = np.nan_to_num(fetch[keep]) + (exposed if exposed == exposed else 0.0)
+    return ratio_interval(wait, batch[keep])
 
 
 def _groups(tl: pd.DataFrame) -> Iterator[tuple[object, pd.DataFrame]]:
@@ -134,11 +149,17 @@ def after_step_ms(rows: pd.DataFrame) -> np.ndarray:
     return np.clip(end - rows.compute_end_ms.to_numpy(float), 0.0, None)
 
 
-def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: int | None = None) -> list[Diagnosis]:
+def diagnose(
+    tl: pd.DataFrame,
+    calibration: pd.DataFrame | None = None,
+    cores: int | None = None,
+    loaders: dict[str, Any] | None = None,
+) -> list[Diagnosis]:
     """One ``Diagnosis`` per scenario, findings ordered by expected gain (largest first).
 
-    ``cores``: CPU cores of the machine that was measured (meta.json's cpu_count), so that the
-    advice never asks for more loader workers than there are cores.
+    ``cores``: CPU cores of the machine that was measured (meta.json's cpu_count); ``loaders``:
+    meta.json's ``loaders`` (how busy each loader's workers were), so that the advice asks for more
+    loader workers than there are cores only where the workers waited rather than computed.
     """
     out = []
     # The columns a diagnosis reads, before any row is taken: each copy of a 1,000,000-row timeline
@@ -159,8 +180,9 @@ def diagnose(tl: pd.DataFrame, calibration: pd.DataFrame | None = None, cores: i
         if len(g) < MIN_BATCHES:
             findings, head = [too_few(len(g))], Headline(InputBound.UNKNOWN, float("nan"), "too few batches")
         else:
-            case = Case(m, cfg, cores)
-            findings, head = run_rules(case), headline(case)
+            seen = (loaders or {}).get(str(scen))
+            case = Case(m, cfg, cores, loader=seen if isinstance(seen, dict) else {})
+            findings, head = run_rules(case), headline(case, _share_interval(g, case.exposed))
         findings.sort(key=lambda f: _rank(f, m["batch"]))
         loop, framework = case_text(cfg, "loop"), case_text(cfg, "framework")
         out.append(Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings, head, medians, loop, framework))

@@ -49,6 +49,7 @@ class InputBound(str, Enum):
     HIGHLY = "highly_input_bound"
     MODERATELY = "moderately_input_bound"
     NOT = "not_input_bound"
+    NOT_SETTLED = "not_settled"  # the share's 95% interval spans a class boundary
     UNKNOWN = "unknown"
 
 
@@ -76,11 +77,14 @@ class Finding:
 
 @dataclass
 class Headline:
-    """What sets the loop's pace. ``input_share``: (loader wait + exposed transfer) / batch time."""
+    """What sets the loop's pace. ``input_share``: (loader wait + exposed transfer) / batch time;
+    ``share_lo`` and ``share_hi``: its 95% interval over the steady batches (NaN where too few)."""
 
     bound: InputBound
     input_share: float
     text: str
+    share_lo: float = float("nan")
+    share_hi: float = float("nan")
 
 
 def ahead_without_steps(loop: str, framework: str) -> str:

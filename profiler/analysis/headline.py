@@ -71,24 +71,57 @@ def _idle(c: Case) -> str:
     return f"; for {fmt(idle)} of it ({pct(idle, c.batch)}) the GPU waits for the host: {', '.join(parts)}"
 
 
-def headline(c: Case) -> Headline:
-    """The scenario's class and the sentence that says it (see the module docstring)."""
+def _class(share: float) -> InputBound:
+    if share >= HIGHLY_SHARE:
+        return InputBound.HIGHLY
+    return InputBound.MODERATELY if share >= MODERATELY_SHARE else InputBound.NOT
+
+
+_WORDS = {InputBound.HIGHLY: "highly", InputBound.MODERATELY: "moderately", InputBound.NOT: "not"}
+
+
+def headline(c: Case, interval: tuple[float, float] = (float("nan"), float("nan"))) -> Headline:
+    """The scenario's class and the sentence that says it (see the module docstring). ``interval``:
+    the input share's 95% interval (``analysis.stats.ratio_interval``): where it spans a class
+    boundary the class is not settled, and the sentence names the classes it spans, with the interval;
+    a run of one script read 4.9% in one run and 9-10% in four, a class apart."""
     if not c.batch or np.isnan(c.batch):
         return Headline(InputBound.UNKNOWN, float("nan"), "no batch time measured")
     share = min((c.fetch + c.exposed) / c.batch, 1.0)
     parts = f"mean loader wait {fmt(c.fetch)}, exposed transfer {fmt(c.exposed)}"
+    lo, hi = (min(max(v, 0.0), 1.0) for v in interval)
+    if lo == lo and hi == hi and _class(lo) != _class(hi):
+        spans = _spanned(lo, hi)
+        return Headline(
+            InputBound.NOT_SETTLED,
+            share,
+            f"not settled: {' or '.join(spans)} input bound: {share:.1%} of the mean {fmt(c.batch)} batch waits "
+            f"for input, 95% interval {lo:.1%}-{hi:.1%} ({parts}); {_pace(c)}",
+            lo,
+            hi,
+        )
     if share >= HIGHLY_SHARE:
         return Headline(
             InputBound.HIGHLY,
             share,
             f"highly input bound: {share:.0%} of the mean {fmt(c.batch)} batch waits for input ({parts})",
+            lo,
+            hi,
         )
     if share >= MODERATELY_SHARE:
         return Headline(
             InputBound.MODERATELY,
             share,
             f"moderately input bound: {share:.0%} of the mean {fmt(c.batch)} batch waits for input ({parts}); {_pace(c)}",
+            lo,
+            hi,
         )
     return Headline(
-        InputBound.NOT, share, f"not input bound ({share:.1%} of the mean batch waits for input): {_pace(c)}"
+        InputBound.NOT, share, f"not input bound ({share:.1%} of the mean batch waits for input): {_pace(c)}", lo, hi
     )
+
+
+def _spanned(lo: float, hi: float) -> list[str]:
+    """The classes' words from ``lo``'s to ``hi``'s, lowest first."""
+    order = [InputBound.NOT, InputBound.MODERATELY, InputBound.HIGHLY]
+    return [_WORDS[b] for b in order[order.index(_class(lo)) : order.index(_class(hi)) + 1]]

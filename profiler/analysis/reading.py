@@ -56,7 +56,8 @@ def analyse(
 ) -> Analysis:
     """The reading of ``tl`` (``info``: its meta.json: ``warmup_policy``, ``cpu_count``)."""
     tl, found = settle(tl, str(info.get("warmup_policy", RECORDED)))
-    diags = diagnose(tl, calibration, info.get("cpu_count"))
+    loaders = info.get("loaders")
+    diags = diagnose(tl, calibration, info.get("cpu_count"), loaders if isinstance(loaders, dict) else None)
     workers: dict[str, Any] = {}
     if "num_workers" in tl:
         workers = {str(s): w for s, w in tl.groupby("scenario", sort=False)["num_workers"].first().items()}

@@ -41,9 +41,9 @@ import numpy as np
 import pandas as pd
 
 from profiler.analysis.findings import Diagnosis
+from profiler.analysis.stats import Z95, t975
 
 BASELINE = "baseline"
-Z95 = 1.959964
 
 
 @dataclass
@@ -72,39 +72,6 @@ def steady_steps(tl: pd.DataFrame) -> np.ndarray:
 
 # Fewest blocks the standard error of a run's mean is taken from (``_rel_se``); below, batches alone.
 MIN_BLOCKS = 4
-
-
-# Student's t distribution, 97.5th percentile, by degrees of freedom (as in any statistics table);
-# between two entries it is interpolated linearly in 1/df, and beyond the last it tends to Z95.
-T975 = (
-    (1, 12.706),
-    (2, 4.303),
-    (3, 3.182),
-    (4, 2.776),
-    (5, 2.571),
-    (6, 2.447),
-    (7, 2.365),
-    (8, 2.306),
-    (9, 2.262),
-    (10, 2.228),
-    (12, 2.179),
-    (15, 2.131),
-    (20, 2.086),
-    (30, 2.042),
-    (60, 2.000),
-    (120, 1.980),
-)
-
-
-def t975(df: float) -> float:
-    """Student's t 97.5th percentile at ``df`` degrees of freedom (at least 1; inf or NaN: Z95)."""
-    if not np.isfinite(df):
-        return Z95
-    df = max(df, 1.0)
-    inv = [1 / d for d, _ in T975] + [0.0]
-    val = [t for _, t in T975] + [Z95]
-    # np.interp needs increasing x: 1/df falls as df grows
-    return float(np.interp(1 / df, inv[::-1], val[::-1]))
 
 
 def _rel_se(x: np.ndarray) -> tuple[float, float]:

@@ -46,7 +46,7 @@ from profiler.capture.knobs import Knobs
 from profiler.errors import PinprofError, UsageError
 from profiler.names import clean
 from profiler.render.tune import tune_lines
-from profiler.report.files import read_timeline
+from profiler.report.files import META, read_meta, read_timeline
 from profiler.report.tune import TUNE_CSV, write_tune
 
 KNOBS = ("num_workers", "pin_memory", "prefetch_factor", "non_blocking", "prefetcher")
@@ -58,15 +58,29 @@ class TuneFailed(PinprofError):
     exit_code = 1
 
 
-def candidates(cfg: pd.Series, cores: int, only: Sequence[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+def suggested(diags: Sequence[Diagnosis], scenario: str) -> list[int]:
+    """The worker counts the diagnosis of ``scenario`` names (past the cores, where its workers
+    waited): trials of their own, so that tune measures what profile advises."""
+    out = []
+    for d in diags:
+        if d.scenario == scenario:
+            for f in d.findings:
+                out += [int(c.sets["num_workers"]) for c in f.changes if isinstance(c.sets.get("num_workers"), int)]
+    return out
+
+
+def candidates(
+    cfg: pd.Series, cores: int, only: Sequence[str] | None = None, workers_suggested: Sequence[int] = ()
+) -> list[tuple[str, dict[str, Any]]]:
     """The trials for a script whose main loader has settings ``cfg`` (a timeline row), on a machine
-    of ``cores`` CPU cores: (name, changes), each change one fix a user would try."""
+    of ``cores`` CPU cores: (name, changes), each change one fix a user would try; past the cores
+    only the worker counts its diagnosis names (``workers_suggested``: its workers waited)."""
     cuda = str(cfg.get("device", "")).startswith("cuda")
     workers = 0 if pd.isna(cfg.get("num_workers")) else int(cfg["num_workers"])
     pinned = bool(cfg.get("pin_memory")) if not pd.isna(cfg.get("pin_memory")) else False
     mode = str(cfg.get("mode", ""))
     out: list[tuple[str, dict[str, Any]]] = []
-    for w in sorted({min(cores, max(2, 2 * workers)), cores}):
+    for w in sorted({min(cores, max(2, 2 * workers)), cores, *workers_suggested}):
         if w != workers and w > 0:
             out.append((f"num_workers={w}", {"num_workers": w}))
     if workers > 0:
@@ -88,12 +102,47 @@ def candidates(cfg: pd.Series, cores: int, only: Sequence[str] | None = None) ->
 
 def only_unknown(only: Sequence[str]) -> list[str]:
     """The entries of ``--only`` that are neither a knob nor a trial's name as ``tune.md`` writes it
-    (``pin_memory=False``, ``num_workers=16``, ``pin_memory+non_blocking``: knobs, each with a value)."""
+    (``pin_memory=False``, ``num_workers=16``, ``pin_memory+non_blocking``: knobs, each with a value),
+    checked before any run."""
 
     def trial_name(entry: str) -> bool:
-        return all(part.split("=", 1)[0] in KNOBS for part in entry.split("+"))
+        try:
+            trial_changes(entry)
+        except ValueError:
+            return False
+        return True
 
     return sorted(e for e in set(only) if e not in KNOBS and not trial_name(e))
+
+
+# Each knob's values in a trial's name: a whole number (its least), or true/false.
+_VALUES: dict[str, int | None] = {
+    "num_workers": 0,
+    "prefetch_factor": 1,
+    "pin_memory": None,
+    "non_blocking": None,
+    "prefetcher": None,
+}
+
+
+def trial_changes(name: str) -> dict[str, Any]:
+    """The settings a trial's name gives (``num_workers=4+pin_memory=False``; a knob alone is true:
+    ``pin_memory+non_blocking``); ValueError for a name that gives none."""
+    changes: dict[str, Any] = {}
+    for part in name.split("+"):
+        knob, _, value = part.partition("=")
+        if knob not in _VALUES:
+            raise ValueError(f"unknown knob {knob!r}")
+        least = _VALUES[knob]
+        if least is None:
+            if value not in ("", "True", "False", "true", "false"):
+                raise ValueError(f"{knob} is true or false")
+            changes[knob] = value.lower() != "false"
+        elif not value.isdigit() or int(value) < least:
+            raise ValueError(f"{knob} is a whole number of at least {least}")
+        else:
+            changes[knob] = int(value)
+    return changes
 
 
 def tune(
@@ -175,16 +224,16 @@ def tune(
         base = one(BASELINE, {})
         if base.error:
             raise TuneFailed(f"the script as it is: {base.error}; see {out / 'trials'}")
-        tl = base_tl = read_timeline(out / "trials" / f"00-{BASELINE}")
+        first = out / "trials" / f"00-{BASELINE}"
+        tl = base_tl = read_timeline(first)
         main = tl.scenario.value_counts().index[0]
         cfg = tl[tl.scenario == main].iloc[0]
-        diags = diagnose(base_tl)
-        plan = by_prediction(candidates(cfg, os.cpu_count() or 1, only), diags)
-        if only is not None:
-            named = [e for e in only if e not in KNOBS and e not in {n for n, _ in plan}]
-            if named:  # a trial's name that these settings do not give: say so, rather than skip it unsaid
-                every = [n for n, _ in candidates(cfg, os.cpu_count() or 1)]
-                notes.append(f"no trial named {', '.join(named)} for this script; its trials: {', '.join(every)}")
+        info = read_meta(first / META)  # the machine's cores, how busy the loader's workers were
+        loaders = info.get("loaders")
+        diags = diagnose(base_tl, None, info.get("cpu_count"), loaders if isinstance(loaders, dict) else None)
+        plan = by_prediction(candidates(cfg, os.cpu_count() or 1, only, suggested(diags, main)), diags)
+        if only is not None:  # a trial named in --only is tried as named, whether or not the rules give it
+            plan += [(e, trial_changes(e)) for e in only if e not in KNOBS and e not in {n for n, _ in plan}]
         fits = max(int((budget_s - durations[0]) // max(durations[0], 1e-3)) // 2, 0)
         if len(plan) > fits:
             notes.append(

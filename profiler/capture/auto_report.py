@@ -61,7 +61,7 @@ def write_session_report(
         exit_status=exit_status,
         profiler_error=auto_hooks.failure,
         origin_monotonic_ms=session.origin,
-        loaders=session.patterns.summary(),
+        loaders=_loaders(session),
         warmup_policy=session.warmup_policy,
         **own_threads.meta_fields(session.journal_process_ms, session.journal_process_start_ms),  # after close()
         **ranks,
@@ -86,6 +86,15 @@ def write_session_report(
     if ranks["world_size"] > 1 and ranks["rank"] == 0:
         _merge(out, ranks["world_size"], echo)
     return folder
+
+
+def _loaders(session: AutoSession) -> dict[str, dict[str, Any]]:
+    """meta.json's ``loaders``: each loader's pattern (``in_flight.Patterns``) and how busy its
+    workers were (``workers.WorkerWatch``), where they were read."""
+    out = session.patterns.summary()
+    for scenario, busy in session.workers.summary().items():
+        out.setdefault(scenario, {}).update(busy)
+    return out
 
 
 def _finished(folder: Path) -> bool:

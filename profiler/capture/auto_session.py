@@ -53,6 +53,7 @@ from profiler.capture.phases import account
 from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.profiler import TransferProfiler
 from profiler.capture.store import note_memory
+from profiler.capture.workers import WorkerWatch
 from profiler.modes import Mode
 from profiler.names import clean
 from profiler.report.journal import Journal
@@ -258,6 +259,7 @@ class AutoSession:
         # backward (a loop that copied the next batch already took it for that batch's).
         self._ending: list[_Ending] = []
         self.patterns = Patterns()
+        self.workers = WorkerWatch()  # how busy each loader's worker processes are (meta.json's loaders)
         self.steps = 0  # optimizer steps seen on the main thread
         self._last_close = float("-inf")  # host ms where the latest row closed
         self._fetched_since_step = True  # a next() since the last step that closed a row
@@ -329,7 +331,10 @@ class AutoSession:
             raise TrialDone(f"{self.batches} batches recorded")
         self._fetched_since_step = True
         prof = self.profiler_for(it)
+        epoch = prof._epoch
         prof._new_epoch(it)
+        if prof._epoch != epoch:  # a pass begins: its worker processes are read from now (once a pass)
+            self.workers.watch(str(prof.scenario), it)
         n = prof._next_batch
         for p, _ in self.flight:
             n += p is prof
@@ -857,6 +862,7 @@ class AutoSession:
         """Append every loader's batches completed since the last flush to the journal (the writer's
         thread, or the end of the run). A full disk stops the appends, not the profile: the rows
         appended before stay, and one line says where and how many."""
+        self.workers.sample()  # the journal's thread, every append: the loaders' workers read
         journal = self.journal
         if journal is None or self.journal_error is not None:
             return
@@ -1039,6 +1045,7 @@ class AutoSession:
         # closed after, the last row of each loop held that wait (224-258 ms for 160-200 in a
         # fresh-clone CI run on the 2-core machine).
         self.close_in_flight()
+        self.workers.sample()  # the last reading of workers still running (persistent ones)
         self.stop_writer()
         PIN_HOOK.uninstall()
         frames = []

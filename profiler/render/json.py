@@ -46,7 +46,8 @@ def summary_json(analysis: Analysis, partial: bool = False) -> dict[str, Any]:
     tracker logs it in one call (``wandb.log(d)``; ``mlflow.log_metrics`` takes its numbers).
 
     Per scenario: ``class`` (the headline's: highly_input_bound / moderately_input_bound /
-    not_input_bound / unknown), ``input_share`` (fraction of the mean batch waiting for input),
+    not_input_bound / not_settled, where the share's interval spans two / unknown), ``input_share``
+    (fraction of the mean batch waiting for input) and ``input_share_lo``/``_hi`` (its 95% interval),
     ``headline``, ``verdict`` and ``change`` (the top finding and its best change), ``saving_ms``
     (that change's expected saving, ms a batch), ``batches`` (steady batches), ``warmup_batches``
     (start-up batches left out), ``<phase>_ms_mean`` and ``<phase>_ms_median`` (ms) for fetch, pin,
@@ -61,6 +62,9 @@ def summary_json(analysis: Analysis, partial: bool = False) -> dict[str, Any]:
         change = max(top.changes, key=lambda c: c.gain_ms) if top and top.changes else None
         out[k + "class"] = d.headline.bound.value
         out[k + "input_share"] = None if np.isnan(d.headline.input_share) else round(float(d.headline.input_share), 6)
+        for end in ("lo", "hi"):  # the share's 95% interval over the steady batches
+            v = float(getattr(d.headline, f"share_{end}"))
+            out[k + f"input_share_{end}"] = None if np.isnan(v) else round(v, 6)
         out[k + "headline"] = d.headline.text
         out[k + "verdict"] = d.verdict.value
         out[k + "change"] = change.what if change else ""

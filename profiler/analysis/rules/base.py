@@ -37,6 +37,11 @@ def case_text(cfg: pd.Series, key: str) -> str:
     return "" if value is None or pd.isna(value) or value in ("nan", "<NA>") else str(value)
 
 
+def _share(v: Any) -> float | None:
+    """A share from meta.json (0 to 1), or None where it is missing or not a number."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1.5 else None
+
+
 def _int(cfg: pd.Series, key: str) -> int | None:
     value = cfg.get(key)
     return None if value is None or pd.isna(value) else int(value)
@@ -54,6 +59,10 @@ class Case:
     cfg: pd.Series
     cores: int | None = None
     found: list[Finding] = field(default_factory=list)
+    # meta.json's ``loaders`` entry of this scenario: ``workers_waiting`` and ``workers_busy``, the
+    # shares of its workers' time spent waiting (neither on a core nor queued for one) and computing
+    # (``profiler.capture.workers``), where they were read
+    loader: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         m, cfg = self.m, self.cfg
@@ -68,6 +77,8 @@ class Case:
         self.pin_memory = bool(_flag(cfg, "pin_memory"))
         self.non_blocking = bool(_flag(cfg, "non_blocking"))
         self.workers = _int(cfg, "num_workers")
+        self.workers_waiting = _share(self.loader.get("workers_waiting"))
+        self.workers_busy = _share(self.loader.get("workers_busy"))
         self.prefetch_factor = _int(cfg, "prefetch_factor")
         self.loop, self.framework = case_text(cfg, "loop"), case_text(cfg, "framework")
         self.consumer = self.batch - self.fetch  # the loop's own time per batch, loader wait excluded

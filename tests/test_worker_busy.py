@@ -1,0 +1,88 @@
+"""A loader whose workers wait against one whose workers compute, with as many workers as the machine
+has cores: ``pinprof profile`` reads how busy the workers were (``profiler.capture.workers``) and
+advises more workers than cores for the first, cheaper transforms for the second; ``pinprof tune``
+tries the worker count profile names and finds it faster."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+HERE = Path(__file__).parent
+LOADER = HERE / "scripts" / "worker_loader.py"
+CORES = os.cpu_count() or 1
+WORKERS = max(2, CORES)
+
+
+def _profile(tmp_path: Path, work: str) -> tuple[str, dict[str, float]]:
+    out = tmp_path / work
+    script = ["python", str(LOADER), "--work", work, "--workers", str(WORKERS)]
+    res = subprocess.run(
+        [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", *script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=HERE.parent,
+        env={**os.environ, "PINPROF_FLUSH_S": "0.5"},  # the workers read at each append
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    loaders = json.loads((out / "meta.json").read_text())["loaders"]
+    (seen,) = loaders.values()
+    change = next(ln for ln in res.stderr.splitlines() if ln.startswith("  change:"))
+    return change, seen
+
+
+@pytest.mark.skipif(not Path("/proc/self/schedstat").exists(), reason="needs Linux's schedstat")
+def test_workers_that_wait_are_told_to_grow_past_the_cores(tmp_path: Path) -> None:
+    change, seen = _profile(tmp_path, "sleep")
+    print(change, seen)
+    assert seen["workers_waiting"] >= 0.5 and seen["workers_busy"] < 0.5
+    if WORKERS >= CORES:
+        assert f"raise num_workers past the {CORES} CPU cores (now {WORKERS}" in change
+
+
+@pytest.mark.skipif(not Path("/proc/self/schedstat").exists(), reason="needs Linux's schedstat")
+def test_workers_that_compute_are_told_to_make_the_transforms_cheaper(tmp_path: Path) -> None:
+    change, seen = _profile(tmp_path, "burn")
+    print(change, seen)
+    assert seen["workers_waiting"] < 0.5
+    if WORKERS >= CORES:
+        assert "make __getitem__/the transforms cheaper" in change and "raise num_workers" not in change
+
+
+@pytest.mark.skipif(not Path("/proc/self/schedstat").exists(), reason="needs Linux's schedstat")
+def test_tune_tries_the_worker_count_profile_names_and_finds_it_faster(tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    script = ["python", str(LOADER), "--work", "sleep", "--workers", str(WORKERS), "--items", "1200"]
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "profiler",
+            "tune",
+            "--out",
+            str(out),
+            "--steps",
+            "40",
+            "--only",
+            "num_workers",
+            "--",
+            *script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=HERE.parent,
+        env={**os.environ, "PINPROF_FLUSH_S": "0.5"},
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    table = pd.read_csv(out / "tune.csv")
+    more = table[table.trial == f"num_workers={max(2 * WORKERS, WORKERS + CORES)}"]
+    print(table.to_string())
+    assert len(more) == 1 and more.speedup.iloc[0] > 1.3 and more.verdict.iloc[0] == "faster"
