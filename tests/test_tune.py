@@ -335,3 +335,16 @@ def test_ctrl_c_keeps_the_runs_finished(tmp_path: Path) -> None:
     table = pd.read_csv(out / "tune.csv")
     assert list(table.trial) == ["baseline"]  # the run finished before the signal
     assert "interrupted after 1 runs" in (out / "tune.md").read_text()
+
+
+def test_an_interval_spanning_orders_of_magnitude_is_not_printed_as_a_speedup() -> None:
+    """A trial equal to the baseline on a busy machine read "speedup 1.585 (0.001-3262.530) saves
+    109.808 ms": such an interval says nothing, and the line says so instead of a figure."""
+    from profiler.render.tune import tune_lines
+
+    runs = _recorded()
+    table = judge(runs)
+    row = table.index[table.trial == "num_workers=2"][0]
+    table.loc[row, ["speedup", "speedup_lo", "speedup_hi", "saving_ms"]] = [1.585, 0.001, 3262.53, 109.808]
+    line = next(ln for ln in tune_lines(table, noise(runs)) if "num_workers=2" in ln and "ms/step" in ln)
+    assert "not measured: the runs varied too much" in line and "1.585" not in line and "109.808" not in line

@@ -14,10 +14,25 @@ def _ms(v: float) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
 
 
+# An interval wider than this ratio of its ends says nothing of the trial: the runs varied too much
+# (a trial equal to the baseline read "1.585 (0.001-3262.530)" on a busy 2-core machine).
+MAX_SPAN = 10.0
+
+
 def _speedup(row: pd.Series) -> str:
     if row.verdict == "baseline" or pd.isna(row.speedup):
         return ""
-    return f"{row.speedup:.3f} ({row.speedup_lo:.3f}-{row.speedup_hi:.3f})"
+    lo, hi = row.speedup_lo, row.speedup_hi
+    if not (lo > 0 and hi / lo <= MAX_SPAN):
+        return "not measured: the runs varied too much"
+    return f"{row.speedup:.3f} ({lo:.3f}-{hi:.3f})"
+
+
+def _saves(row: pd.Series) -> str:
+    """``saves X ms``, unless the speedup was not measured (``_speedup``)."""
+    if _speedup(row).startswith("not measured"):
+        return "saves ? ms"
+    return f"saves {_ms(row.saving_ms) or '-'} ms"
 
 
 def tune_lines(table: pd.DataFrame, run_noise: float) -> list[str]:
@@ -27,7 +42,7 @@ def tune_lines(table: pd.DataFrame, run_noise: float) -> list[str]:
         what = r.changes or "(as the script is)"
         lines.append(
             f"{r.order:>2} {r.trial:<28} {_ms(r.step_ms):>9} ms/step  speedup {_speedup(r) or '-':<22} "
-            f"saves {_ms(r.saving_ms) or '-'} ms (predicted {_ms(r.predicted_ms) or '-'})  {r.verdict}  [{what}]"
+            f"{_saves(r)} (predicted {_ms(r.predicted_ms) or '-'} ms)  {r.verdict}  [{what}]"
         )
     lines.append(
         "run-to-run noise (baseline runs' means): "
