@@ -209,10 +209,12 @@ def test_layout_copy_on_a_recorded_row_made_non_dense() -> None:
     assert "contiguous in the DataLoader workers" in f.changes[0].what
 
 
-def test_comparisons_on_a_cpu_run_are_called_noise() -> None:
-    lines = compare_modes(read_timeline(DATA / "cpu_default"))
-    assert len(lines) == 3
-    assert all("within the batch-to-batch noise" in x and "no measurable difference" in x for x in lines), lines
+def test_modes_are_not_compared_on_a_cpu_run() -> None:
+    """With no GPU the modes copy nothing to a device and pin nothing: their differences are the
+    loader's noise (a CPU run read 1.8x between modes that do the same thing), so one line says why
+    they are not compared."""
+    (line,) = compare_modes(read_timeline(DATA / "cpu_default"))
+    assert line.startswith("modes not compared on the CPU") and "do the same work" in line
 
 
 def test_a_real_difference_on_the_h200_is_beyond_the_noise() -> None:
@@ -224,6 +226,7 @@ def test_a_real_difference_on_the_h200_is_beyond_the_noise() -> None:
 def test_a_constant_difference_with_no_spread_is_beyond_it() -> None:
     tl = read_timeline(DATA / "cpu_default")
     tl = tl[tl["mode"].isin(["pageable", "pinned_nb"])].copy()
+    tl["device"] = "cuda:0"  # the arithmetic of a GPU run's comparison, on recorded rows
     tl.loc[tl["mode"] == "pageable", "batch_ms"] = 10.0
     tl.loc[tl["mode"] == "pinned_nb", "batch_ms"] = 10.1
     (line,) = compare_modes(tl)

@@ -38,7 +38,13 @@ def compare_modes(tl: pd.DataFrame) -> list[str]:
     med["noise"] = grouped["batch_ms"].agg(spread_ms)
     med = med.reset_index()
     lines: list[str] = []
+    cpu = False
     for _key, g in med.groupby(SCENARIO_KEYS, dropna=False, sort=False):
+        if not str(g["device"].iloc[0]).startswith("cuda"):
+            # No GPU: nothing is copied to a device and nothing pinned, so the modes do the same
+            # thing by other names; a difference between them is the loader's or the machine's.
+            cpu = True
+            continue
         for base_mode, only in BASES.items():
             base = g[g["mode"] == base_mode]
             others = g[g["mode"] != base_mode] if only is None else g[g["mode"] == only]
@@ -46,6 +52,11 @@ def compare_modes(tl: pd.DataFrame) -> list[str]:
                 continue
             b = base.iloc[0]
             lines.extend(_line(r, b) for _, r in others.iterrows())
+    if cpu and med["mode"].nunique() > 1:
+        lines.append(
+            "modes not compared on the CPU: with no GPU nothing is copied to a device nor pinned, so pageable, "
+            "pinned, staged and prefetch do the same work; compare workers, batch sizes and CPU work there"
+        )
     return lines
 
 

@@ -238,7 +238,8 @@ def _run_matrix(
     if device.type != "cuda":
         echo(
             "pinprof: no CUDA device: GPU phases (h2d, compute) are skipped and pinning is off; "
-            "loader, staging and CPU-work phases are measured"
+            "loader, staging and CPU-work phases are measured, and the modes, which here do the same work, "
+            "are not compared with each other"
         )
     scs = scenarios(opts)
     origin = now_ms()  # every scenario's intervals count from here; merge aligns ranks by it
