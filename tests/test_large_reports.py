@@ -1,6 +1,7 @@
 """``pinprof diagnose`` and ``pinprof compare`` of 1,000,000-row timelines stay under 1 GB resident:
 each verb run as a user runs it, a process of its own, its peak read from that process alone
-(``scripts/bench_diagnose.py``: compare held 2.6 GB, diagnose 0.94-0.99 GB)."""
+(``scripts/bench_diagnose.py``: compare held 2.6 GB, diagnose 0.94-0.99 GB; the peak is the child's own
+high-water mark, which a large test runner's fork does not inflate)."""
 
 from __future__ import annotations
 

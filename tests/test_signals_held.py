@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -199,16 +198,16 @@ def test_pinprof_profile_shows_the_programs_error_whole_with_a_handler_firing_me
     (torch's, ms after a worker's reset connection) is shown after it, and the run still returns."""
     prog = tmp_path / "train.py"
     prog.write_text("raise ConnectionResetError(104, 'Connection reset by peer')\n", encoding="utf-8")
-    real = traceback.print_exception
+    real = script.as_python_prints
     fired: list[int] = []
 
-    def print_with_a_signal(*args: Any, **kwargs: Any) -> None:
+    def format_with_a_signal(err: BaseException) -> str:
         if not fired:
             fired.append(1)
             signal.raise_signal(signal.SIGCHLD)
-        real(*args, **kwargs)
+        return real(err)
 
-    monkeypatch.setattr(traceback, "print_exception", print_with_a_signal)
+    monkeypatch.setattr(script, "as_python_prints", format_with_a_signal)
     session = AutoSession("cpu")
     try:
         code, why, error = script.run_profiled(script.parse_target([str(prog)]), session)
