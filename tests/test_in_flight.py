@@ -367,7 +367,10 @@ def test_a_lightning_sanity_check_batch_left_in_flight_does_not_shift_the_traini
     last = float(train.compute_ms.iloc[7])
     assert 4 * UNIT_MS - 1 <= last < 6.5 * UNIT_MS, list(train.compute_ms.round(1))
     gaps = train.batch_start_ms.iloc[1:].to_numpy() - train.batch_end_ms.iloc[:-1].to_numpy()
-    assert ((gaps >= 0) & (gaps < 1.0)).all(), gaps  # each row starts where the one before ended
+    # each row starts where the one before ended: a row shifted by a batch would be a step (a unit,
+    # 40 ms) off; the gap itself is Python between two rows, 0.05-0.25 ms here and 1.46 ms once on a
+    # loaded 2-core CI machine, so it is held to a tenth of a unit, not to a time of its own
+    assert ((gaps >= 0) & (gaps < 0.1 * UNIT_MS)).all(), gaps
     assert (train.compute_ms <= train.batch_ms).all() and (tl.compute_ms >= 0).all()
     seen = json.loads((out / "meta.json").read_text())["loaders"]
     assert seen["TensorDataset/bs8/w0"]["pattern"] == "plain", seen
