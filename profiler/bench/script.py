@@ -224,7 +224,7 @@ def _shown(err: BaseException) -> str:
 
 
 _PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
-_RUNNERS = {runpy.__file__, traceback.__file__}
+_RUNNERS = {runpy.__file__}  # runpy where it is not frozen: the runner pinprof runs a module with
 
 
 def _not_ours(te: traceback.TracebackException, seen: set[int]) -> None:
@@ -234,7 +234,7 @@ def _not_ours(te: traceback.TracebackException, seen: set[int]) -> None:
     seen.add(id(te))
     kept = [f for f in te.stack if not (f.filename.startswith(_PACKAGE) or f.filename in _RUNNERS)]
     te.stack = traceback.StackSummary.from_list(kept)
-    for other in (te.__cause__, te.__context__, *(te.exceptions or [])):
+    for other in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or [])):  # groups: 3.11
         if other is not None:
             _not_ours(other, seen)
 
