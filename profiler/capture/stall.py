@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from profiler.capture import own_threads
+from profiler.capture.procstat import cpu_s, stat_fields
 
 # Below this share of the stall spent on the CPU, the loop's thread is taken as blocked: a thread in
 # an evaluation loop or a checkpoint's serialisation burns CPU most of that time.
@@ -37,12 +38,10 @@ CHECK_S = 15.0  # the most seconds between two looks
 def thread_cpu_s(native_id: int) -> float | None:
     """CPU seconds (user and system) that thread ``native_id`` of this process has used, from
     ``/proc``; None where that cannot be read (not Linux, the thread has ended)."""
+    fields = stat_fields(f"/proc/self/task/{native_id}/stat")
     try:
-        text = Path(f"/proc/self/task/{native_id}/stat").read_text()
-        # the thread's name, in parentheses, may hold spaces: fields are counted after its ')'
-        fields = text[text.rindex(")") + 2 :].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+        return None if fields is None else cpu_s(fields)
+    except (ValueError, IndexError):
         return None
 
 

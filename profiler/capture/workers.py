@@ -15,24 +15,24 @@ append, are not counted). Linux only; elsewhere nothing is measured and the advi
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+from profiler.capture.procstat import cpu_s, stat_fields
 
 
 def read_cpu(pid: int) -> tuple[float, int, float] | None:
     """(CPU seconds, user and system, that process ``pid`` has used; its start time in ticks; seconds
     it spent runnable, queued for a core: NaN where the kernel keeps no schedstat), or None where it
     cannot be read (not Linux, the process has ended). A worker's process is one thread of work."""
+    fields = stat_fields(f"/proc/{pid}/stat")
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        fields = text[text.rindex(")") + 2 :].split()  # the name, in parentheses, may hold spaces
-        cpu, start = (int(fields[11]) + int(fields[12])) / _TICK, int(fields[19])
-    except (OSError, ValueError, IndexError):
+        if fields is None:
+            return None
+        cpu, start = cpu_s(fields), int(fields[19])
+    except (ValueError, IndexError):
         return None
     try:
         queued = int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
