@@ -53,8 +53,8 @@ WAITING_SHARE = 0.5
 def _loader_remedies(c: Case) -> list[Change]:
     fetch, workers, cores = c.fetch, c.workers, c.cores
     waiting = c.workers_waiting
-    if cores is not None and workers is not None and workers >= cores and waiting is not None:
-        if waiting >= WAITING_SHARE:
+    if cores is not None and workers is not None and workers >= cores:
+        if waiting is not None and waiting >= WAITING_SHARE:
             more = max(2 * workers, workers + cores)
             changes = [
                 Change(
@@ -65,23 +65,16 @@ def _loader_remedies(c: Case) -> list[Change]:
                     {"num_workers": more},
                 )
             ]
-        else:
+        else:  # workers that compute, or not read: past the cores they only share them
             busy = "" if c.workers_busy is None else f" computed {c.workers_busy:.0%} of their time and"
+            seen = "" if waiting is None else f" and its workers{busy} waited only {waiting:.0%}"
             changes = [
                 Change(
-                    f"make __getitem__/the transforms cheaper: num_workers ({workers}) already uses all {cores} "
-                    f"CPU cores and its workers{busy} waited only {waiting:.0%}, so more workers cannot help",
+                    f"make __getitem__/the transforms cheaper: num_workers ({workers}) already uses all "
+                    f"{cores} CPU cores{seen}, so more workers cannot help",
                     fetch,
                 )
             ]
-    elif cores is not None and workers is not None and workers >= cores:
-        changes = [
-            Change(
-                f"make __getitem__/the transforms cheaper: num_workers ({workers}) already uses all "
-                f"{cores} CPU cores, so more workers cannot help",
-                fetch,
-            )
-        ]
     else:
         changes = [
             Change(f"raise num_workers (now {workers}) so batches are ready when the loop asks", fetch),
