@@ -274,7 +274,7 @@ def to_json(data: Any, **kwargs: Any) -> str:
     return json.dumps(finite(data), allow_nan=False, default=str, **kwargs)
 
 
-def write_json(data: dict[str, Any], path: Path, reserve: int = 0) -> None:
+def write_json(data: dict[str, Any] | list[Any], path: Path, reserve: int = 0) -> None:
     """``data`` as indented JSON; ``reserve``: the file is padded with trailing spaces (JSON allows
     them) to that many bytes, room that ``overwrite_json`` can later write into on a full disk."""
     text = to_json(data, indent=2, sort_keys=True) + "\n"

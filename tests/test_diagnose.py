@@ -135,8 +135,8 @@ def test_cli_prints_and_writes_only_when_asked(tmp_path: Path, capsys: pytest.Ca
     assert "loader bound" in capsys.readouterr().out and not (folder / "diagnosis.md").exists()
     assert main(["diagnose", str(folder), "--write"]) == 0
     assert "loader bound" in (folder / "diagnosis.md").read_text()
-    summary = json.loads((folder / "summary.json").read_text())
-    assert summary["pageable/bs64/w0/verdict"] == "loader_bound" and "<svg" in (folder / "report.html").read_text()
+    summary = {r["scenario"]: r for r in json.loads((folder / "summary.json").read_text())}
+    assert summary["pageable/bs64/w0"]["verdict"] == "loader_bound" and "<svg" in (folder / "report.html").read_text()
     capsys.readouterr()
     assert main(["diagnose", str(folder / "timeline.csv"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

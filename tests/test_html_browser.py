@@ -46,7 +46,7 @@ def test_report_html_opens_in_chromium_with_headline_and_four_lanes(folder: Path
     source = page.read_text()
     assert "http://" not in source and "https://" not in source  # self-contained: nothing to fetch
     summary = json.loads((folder / "summary.json").read_text())
-    headlines = [v for k, v in summary.items() if k.endswith("/headline")]
+    headlines = [r["headline"] for r in summary]
     dom = browse(page, "--dump-dom", cwd=tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     text = html.unescape(dom.stdout)

@@ -58,15 +58,12 @@ def test_the_same_script_profiled_five_times_gets_one_headline_class_or_says_not
         ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert done.returncode == 0, done.stderr[-2000:]
-        summary = json.loads((out / "summary.json").read_text())
+        summary = {r["scenario"]: r for r in json.loads((out / "summary.json").read_text())}["FakeData/bs16/w2"]
         # The verdict reaches the terminal: the headline and the report's path, after the table.
-        assert (
-            summary["FakeData/bs16/w2/headline"] in " ".join(done.stderr.split())
-            or summary["FakeData/bs16/w2/headline"][:60] in done.stderr
-        )
-        assert "report.html" in done.stderr and summary["FakeData/bs16/w2/warmup_batches"] >= 1
-        classes.append(summary["FakeData/bs16/w2/class"])
-        shares.append(summary["FakeData/bs16/w2/input_share"])
+        assert summary["headline"] in " ".join(done.stderr.split()) or summary["headline"][:60] in done.stderr
+        assert "report.html" in done.stderr and summary["warmup_batches"] >= 1
+        classes.append(summary["class"])
+        shares.append(summary["input_share"])
     settled = set(classes) - {"not_settled"}
     assert len(settled) <= 1, f"headline classes {classes}, input shares {shares}"
 
@@ -291,15 +288,25 @@ def test_every_flag_has_help_that_states_its_default() -> None:
     assert "--skip" in names and "--warmup" not in names
 
 
-def test_summary_json_is_flat_and_holds_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_summary_json_is_records_pandas_reads_and_holds_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rep = tmp_path / "rep"
     shutil.copytree(DATA / "h200_gpu_bound", rep)
     assert main(["diagnose", str(rep), "--write"]) == 0
-    data = json.loads((rep / "summary.json").read_text())
-    assert all(isinstance(v, (str, int, float, bool)) or v is None for v in data.values())  # flat: one log call
+    records = json.loads((rep / "summary.json").read_text())
+    # a record per scenario, each flat (one tracker call), every record with the same keys
+    assert isinstance(records, list) and len({frozenset(r) for r in records}) == 1
+    assert all(isinstance(v, (str, int, float, bool)) or v is None for r in records for v in r.values())
+    table = pd.read_json(rep / "summary.json")
+    assert sorted(table.scenario) == sorted(r["scenario"] for r in records) and len(table) >= 2
+    assert pd.json_normalize(records).shape == table.shape
+    data = table.set_index("scenario").loc["pinned_nb/bs128/w12"]
     key = "pinned_nb/bs128/w12/"
+    data = {key + k: v for k, v in data.items()}
     assert data[key + "class"] == "moderately_input_bound" and data[key + "verdict"] == "exposed_transfer_gpu_idle"
     assert data[key + "saving_ms"] > 0 and data[key + "batch_ms_median"] > 0 and data[key + "batch_ms_mean"] > 0
+    assert data[key + "partial"] == False  # noqa: E712 (numpy's bool)
     diag = json.loads(
         subprocess.run(
             [sys.executable, "-m", "profiler", "diagnose", str(rep), "--json"],

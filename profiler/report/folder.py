@@ -1,7 +1,7 @@
 """A whole report folder: timeline, summary, metadata, diagnosis and plots, each file written atomically.
 
 Files: timeline.csv (one row per batch), summary.csv and summary.md (one row per scenario),
-meta.json, calibration.csv (when calibrated), diagnosis.md, summary.json (the verdicts, flat, for
+meta.json, calibration.csv (when calibrated), diagnosis.md, summary.json (the verdicts, a flat record per scenario, for
 a tracker), report.html (one self-contained page), gantt.png and phases.png.
 """
 
