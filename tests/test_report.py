@@ -334,14 +334,24 @@ def test_the_readme_opens_with_the_quick_start_and_quotes_committed_runs() -> No
     assert "## Quick start" in first and "pinprof profile --out" in first and "report.html" in first
     terminal = (ROOT / "reports" / "h200-profile-resnet" / "terminal.txt").read_text().splitlines()
     assert "\n".join(terminal[1:]) in readme  # all it printed after the script's own line
-    compare_txt = (ROOT / "reports" / "h200-compare-workers" / "compare.txt").read_text().strip()
-    assert compare_txt in readme
+    for compared in ("h200-compare-workers/compare.txt", "cpu-compare-runs/compare.txt"):
+        assert (ROOT / "reports" / compared).read_text().strip() in readme
 
 
-def test_the_committed_compare_is_what_pinprof_compare_prints(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_committed_compares_are_what_pinprof_compare_prints(capsys: pytest.CaptureFixture[str]) -> None:
     folders = ROOT / "reports" / "h200-compare-workers"
     assert main(["compare", str(folders / "w0"), str(folders / "w4")]) == 0
     assert capsys.readouterr().out.strip() == (folders / "compare.txt").read_text().strip()
+    runs = ROOT / "reports" / "cpu-compare-runs"
+    assert (
+        main(
+            ["compare", *(str(runs / f"w0-{k}") for k in (1, 2, 3)), "--", *(str(runs / f"w2-{k}") for k in (1, 2, 3))]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.strip() == (runs / "compare.txt").read_text().strip()
+    assert main(["compare", str(runs / "w0-1"), str(runs / "w2-1")]) == 0
+    assert capsys.readouterr().out.strip() == (runs / "compare-one-run.txt").read_text().strip()
 
 
 def test_summary_md_names_the_folder_and_the_command_that_made_it(tmp_path: Path) -> None:

@@ -16,10 +16,18 @@ Beside the phases, two columns are compared the same way: ``gc_ms``, the full ga
 inside a batch (phase ``gc``), and ``pinprof_ms``, pinprof's own time on the loop's thread (phase
 ``pinprof``); a file without one (an nsys import, an older pinprof) leaves it out.
 
-``compare`` returns one ``PhaseChange`` per (pair, phase) measured on both sides:
+With several runs a side (``compare_runs``), each run is reduced to its mean per steady batch, and
+the noise is the half-width of the 95% interval of the difference of the two sides' means of runs
+(Welch's: ``analysis.stats.difference_interval``), at least ``FLOOR_SHARE`` of the before batch: the
+between-run noise, drift of the machine included, which one run a side cannot separate from a change
+(pyperf's and ``torch.utils.benchmark``'s rule: judge a change by repeated processes, not by the
+samples of one).
+
+``compare`` and ``compare_runs`` return one ``PhaseChange`` per (pair, phase) measured on both sides:
     before, after (str: scenario names), phase (str), before_mean_ms, after_mean_ms,
     before_median_ms, after_median_ms, delta_ms (after mean - before mean; negative is faster),
-    noise_ms, ratio (|delta| / noise), measurable (bool), before_batches, after_batches (int).
+    noise_ms, ratio (|delta| / noise), measurable (bool), before_batches, after_batches (int: steady
+    batches, all runs of a side together), before_runs, after_runs (int: runs a side).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from profiler.analysis.compare import spread_ms
+from profiler.analysis.stats import difference_interval
 
 PHASES = ("batch", "fetch", "pin", "stage", "layout", "h2d", "wait", "cpu_work", "compute", "gc", "pinprof")
 FLOOR_SHARE = 0.01
@@ -55,6 +64,8 @@ class PhaseChange:
     measurable: bool
     before_batches: int
     after_batches: int
+    before_runs: int = 1
+    after_runs: int = 1
 
     def text(self) -> str:
         """``batch: 2.412 ms faster per batch (mean 68.522 -> 66.110 ms, -3.5%; median 62.437 -> 60.001 ms),
@@ -66,14 +77,15 @@ class PhaseChange:
             f"median {self.before_median_ms:.3f} -> {self.after_median_ms:.3f} ms"
         )
         name = LABELS.get(self.phase, self.phase)
+        runs = self.before_runs > 1 or self.after_runs > 1
+        what = "the runs' noise" if runs else "the noise"
         if not self.measurable:
-            return f"{name}: no measurable difference ({figures}; within the noise of +/-{self.noise_ms:.3f} ms)"
+            return f"{name}: no measurable difference ({figures}; within {what} of +/-{self.noise_ms:.3f} ms)"
         way = "faster" if d < 0 else "slower"
         if not self.noise_ms > 0:
             return f"{name}: {abs(d):.3f} ms {way} per batch ({figures}); the runs show no noise to judge it by"
         return (
-            f"{name}: {abs(d):.3f} ms {way} per batch ({figures}), {self.ratio:.1f}x the noise "
-            f"(+/-{self.noise_ms:.3f} ms)"
+            f"{name}: {abs(d):.3f} ms {way} per batch ({figures}), {self.ratio:.1f}x {what} (+/-{self.noise_ms:.3f} ms)"
         )
 
 
@@ -168,6 +180,65 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange
     return out, matched
 
 
+def compare_runs(
+    befores: list[pd.DataFrame], afters: list[pd.DataFrame]
+) -> tuple[list[PhaseChange], list[tuple[str, str, bool]]]:
+    """Every (pair, phase) measured in at least two runs on each side, judged by the between-run noise
+    (module docstring); one run a side: ``compare``. The pairs are the first runs' (``pairs``); a run
+    without the pair's scenario leaves that pair's side a run short."""
+    if len(befores) == 1 and len(afters) == 1:
+        return compare(befores[0], afters[0])
+    steady = [(_steady(t), t) for t in befores], [(_steady(t), t) for t in afters]
+    first_b, first_a = steady[0][0][0], steady[1][0][0]
+    matched = [(x, y, n) for x, y, n in pairs(befores[0], afters[0]) if x in first_b and y in first_a]
+    out = []
+    for x, y, _ in matched:
+        runs_b = [(t, s[x]) for s, t in steady[0] if x in s]
+        runs_a = [(t, s[y]) for s, t in steady[1] if y in s]
+        batch = np.concatenate([_values(t, "batch_ms", rows) for t, rows in runs_b])
+        floor = FLOOR_SHARE * float(batch.mean()) if len(batch) else 0.0
+        for p in PHASES:
+            col = f"{p}_ms"
+            vb = [_values(t, col, rows) for t, rows in runs_b if col in t]
+            va = [_values(t, col, rows) for t, rows in runs_a if col in t]
+            vb, va = [v for v in vb if len(v)], [v for v in va if len(v)]
+            if len(vb) < 2 or len(va) < 2:
+                continue
+            mb, ma = np.array([v.mean() for v in vb]), np.array([v.mean() for v in va])
+            delta = float(ma.mean() - mb.mean())
+            noise = max(difference_interval(mb, ma), floor)
+            ratio = abs(delta) / noise if noise > 0 else (float("nan") if delta else 0.0)
+            out.append(
+                PhaseChange(
+                    x,
+                    y,
+                    p,
+                    float(mb.mean()),
+                    float(ma.mean()),
+                    float(np.median([np.median(v) for v in vb])),
+                    float(np.median([np.median(v) for v in va])),
+                    delta,
+                    noise,
+                    ratio,
+                    bool(ratio > 1.0) or (noise == 0 and delta != 0),
+                    sum(len(v) for v in vb),
+                    sum(len(v) for v in va),
+                    len(vb),
+                    len(va),
+                )
+            )
+    return out, matched
+
+
+def one_run_a_side() -> str:
+    """What a comparison of one run a side cannot tell, said under it."""
+    return (
+        "one run a side: the noise above is the batches' own spread within each run; drift between runs "
+        "(the machine's load and clocks, the file cache) is not separated from the change. Give several "
+        "runs a side to judge it by the runs' own spread: pinprof compare before1 before2 before3 -- after1 after2 after3"
+    )
+
+
 def lines(changes: list[PhaseChange], matched: list[tuple[str, str, bool]]) -> list[str]:
     """Per pair: a line for the batch time, then one per phase that changed measurably."""
     out = []
@@ -178,6 +249,8 @@ def lines(changes: list[PhaseChange], matched: list[tuple[str, str, bool]]) -> l
         head = x if x == y else f"{x} -> {y}" + ("" if by_name else " (paired by loop and mode: the names differ)")
         batch = next((c for c in mine if c.phase == "batch"), None)
         n = f"{mine[0].before_batches} and {mine[0].after_batches} steady batches"
+        if mine[0].before_runs > 1 or mine[0].after_runs > 1:
+            n += f" in {mine[0].before_runs} and {mine[0].after_runs} runs"
         out.append(f"{head} ({n}): {batch.text() if batch else 'no batch time on both sides'}")
         out.extend(f"  {c.text()}" for c in mine if c.phase != "batch" and c.measurable)
     return out

@@ -63,3 +63,19 @@ def ratio_interval(num: np.ndarray, den: np.ndarray) -> tuple[float, float]:
     center = float(np.sum(sums_num) / np.sum(sums_den))
     half = t975(k - 1) * float(np.std(ratios, ddof=1)) / np.sqrt(k)
     return center - half, center + half
+
+
+def difference_interval(before: np.ndarray, after: np.ndarray) -> float:
+    """The half-width of the 95% interval of ``mean(after) - mean(before)``, each a handful of
+    independent runs' figures (Welch's interval: the two sides' variances need not be equal, and the
+    degrees of freedom are Welch-Satterthwaite's). This is the between-run noise: what a change must
+    beat to be told from the machine's drift between runs. NaN under two runs a side."""
+    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    if len(b) < 2 or len(a) < 2:
+        return float("nan")
+    vb, va = float(np.var(b, ddof=1)) / len(b), float(np.var(a, ddof=1)) / len(a)
+    se2 = vb + va
+    if se2 == 0:
+        return 0.0
+    df = se2**2 / (vb**2 / (len(b) - 1) + va**2 / (len(a) - 1))
+    return t975(df) * float(np.sqrt(se2))

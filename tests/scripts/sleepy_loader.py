@@ -1,9 +1,10 @@
 """A loop whose dataset waits 4 ms an item (as a slow disk or decode would), with no workers: more
 workers make it faster, which ``pinprof tune`` must find (tests/test_tune.py). Nothing of pinprof in it.
 
-    python tests/scripts/sleepy_loader.py [--epochs 2] [--one-loader]
+    python tests/scripts/sleepy_loader.py [--epochs 2] [--one-loader] [--item-ms 4] [--items 400]
 
-``--one-loader``: one DataLoader iterated every epoch (the default builds one an epoch).
+``--one-loader``: one DataLoader iterated every epoch (the default builds one an epoch); ``--item-ms``:
+the wait of an item; ``--items``: the dataset's length.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class Sleepy(Dataset[torch.Tensor]):
+    def __init__(self, item_ms: float = 4.0, items: int = 400) -> None:
+        self.item_s, self.items = item_ms / 1e3, items
+
     def __len__(self) -> int:
-        return 400
+        return self.items
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        time.sleep(0.004)
+        time.sleep(self.item_s)
         return torch.rand(8, generator=torch.Generator().manual_seed(i))
 
 
@@ -28,12 +32,15 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--one-loader", action="store_true")
+    p.add_argument("--item-ms", type=float, default=4.0)
+    p.add_argument("--items", type=int, default=400)
     args = p.parse_args()
     model = torch.nn.Linear(8, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = DataLoader(Sleepy(), batch_size=4, num_workers=0)
+    data = Sleepy(args.item_ms, args.items)
+    loader = DataLoader(data, batch_size=4, num_workers=0)
     for _ in range(args.epochs):
-        for x in loader if args.one_loader else DataLoader(Sleepy(), batch_size=4, num_workers=0):
+        for x in loader if args.one_loader else DataLoader(data, batch_size=4, num_workers=0):
             model(x.to("cpu")).sum().backward()
             opt.step()
             opt.zero_grad()
