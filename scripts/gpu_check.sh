@@ -62,6 +62,8 @@ log="$OUT/gpu_check.log"
                --batch-size 96 --image-size 224 --dataset-size 7000 --num-workers 12 --cpu-work-ms 0 --compute-ms 1 \
                --batches 60 ;;
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
+      # What a DataLoader worker's handoff costs a batch on this host (rules.pace.HANDOFF_MS reads it).
+      handoff) timeout 120 python3 scripts/bench_worker_handoff.py ;;
       # Pinned copies after the link idled, without and with bandwidth.measure's sustained warm-up.
       link-warm) timeout 90 python3 scripts/bench_link_warmup.py ;;
       # Where the 1 MiB pinned blocking copies' slow tail falls (position, tensor, SM clock), pinprof off.

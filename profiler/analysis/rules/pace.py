@@ -50,10 +50,30 @@ NO_COPY = Rule(Verdict.NO_COPY, "no batch was copied to the GPU", lambda c: not 
 WAITING_SHARE = 0.5
 
 
+# What a DataLoader worker's batch costs the loop to receive (pickled, sent through a queue, its
+# tensors rebuilt from shared memory): TensorDataset batches of 16 small images took 0.07 ms a batch
+# with no worker and 1.5-1.6 ms with one or two on the 2-core CPU machine (scripts/bench_worker_handoff.py,
+# reports/README.md). A loop with no workers that waits less than this a batch loses with workers.
+HANDOFF_MS = 0.5
+
+
 def _loader_remedies(c: Case) -> list[Change]:
     fetch, workers, cores = c.fetch, c.workers, c.cores
     waiting = c.workers_waiting
-    if cores is not None and workers is not None and workers >= cores:
+    if workers == 0 and fetch < HANDOFF_MS:
+        # The wait is the dataset's indexing and the collate in the loop's own process (an in-memory
+        # dataset): a worker would add its handoff to each batch.
+        changes = [
+            Change(
+                f"fetch whole batches at once: the loader's {fmt(fetch)} a batch is its per-item indexing and "
+                "collate in the loop's process (an in-memory dataset); a worker would add its handoff "
+                f"(pickling and shared memory, about {HANDOFF_MS:g} ms or more a batch), so keep num_workers=0 "
+                "and index a batch in one call (sampler=BatchSampler(RandomSampler(data), batch_size, False), "
+                "batch_size=None), or keep the dataset's tensors on the GPU",
+                fetch,
+            )
+        ]
+    elif cores is not None and workers is not None and workers >= cores:
         if waiting is not None and waiting >= WAITING_SHARE:
             more = max(2 * workers, workers + cores)
             changes = [
@@ -92,6 +112,13 @@ def _loader_remedies(c: Case) -> list[Change]:
     return changes
 
 
+def _loader_of(c: Case) -> str:
+    """What the loop waits on in next(loader)."""
+    if c.workers == 0:
+        return "DataLoader (no workers: its dataset and collate run in the loop's process)"
+    return "DataLoader's workers"
+
+
 LOADER_BOUND = Rule(
     Verdict.LOADER_BOUND,
     f"the loop waits in next(loader) for at least {LOADER_SHARE:.0%} of the batch, and not for the pin thread",
@@ -99,7 +126,7 @@ LOADER_BOUND = Rule(
     lambda c: c.fetch >= LOADER_SHARE * c.batch and not fired(c, Verdict.PIN_THREAD_BOUND),
     lambda c: (
         f"the loop waits {fmt(c.m['fetch'])} of the mean {fmt(c.batch)} batch ({share(c.fetch, c)}) on the "
-        f"DataLoader's workers{' (of which ' + fmt(c.gc_fetch) + ' full garbage collections: see that finding)' if c.gc_fetch else ''}; "
+        f"{_loader_of(c)}{' (of which ' + fmt(c.gc_fetch) + ' full garbage collections: see that finding)' if c.gc_fetch else ''}; "
         "pinning or copy tricks cannot help that part."
     ),
     _loader_remedies,
