@@ -59,3 +59,41 @@ def test_a_share_whose_interval_spans_the_boundary_is_not_settled() -> None:
     assert headline(_case(0.45, 10.0), (0.04, 0.049)).bound == InputBound.NOT
     assert headline(_case(0.45, 10.0)).bound == InputBound.NOT  # no interval: the point decides
     assert headline(_case(2.5, 10.0), (0.04, 0.3)).text.startswith("not settled: not or moderately or highly")
+
+
+def _loop(fetch_ms: np.ndarray) -> pd.DataFrame:
+    """A recorded CPU loop's row (every column a diagnosis reads), repeated: 20 ms batches whose
+    loader wait is ``fetch_ms``, the rest compute, all steady."""
+    row = read_timeline(DATA / "cpu_compare" / "w2").iloc[[0]]
+    n = len(fetch_ms)
+    tl = pd.concat([row] * n, ignore_index=True)
+    return tl.assign(
+        warmup=False, batch=np.arange(n), batch_ms=20.0, fetch_ms=fetch_ms, compute_ms=20.0 - fetch_ms, cpu_work_ms=0.0
+    )
+
+
+def test_a_loader_share_whose_interval_spans_the_threshold_leaves_the_verdict_open() -> None:
+    """A loader wait of 5% of the batch on average, in bursts (blocks of batches at 0.2 and 1.8 ms):
+    its interval spans the loader-bound threshold, so the verdict is "not settled: loader bound or
+    compute bound", in every output; a wait of 20% with the same bursts stays "loader bound"."""
+    from profiler.analysis.reading import Analysis
+    from profiler.render.json import summary_json
+    from profiler.render.markdown import diagnosis_text
+    from profiler.render.terminal import brief
+
+    bursts = np.tile(np.repeat([0.2, 1.8, 0.4, 1.6, 1.0, 0.3], 10), 2)
+    (d,) = diagnose(_loop(bursts * 1.2))
+    assert d.headline.share_lo < 0.05 < d.headline.share_hi
+    assert not d.settled and [v.value for v in d.could_be] == ["loader_bound", "compute_bound"]
+    assert d.verdict_label.startswith("not settled: loader bound or compute bound (the loader's wait is ")
+    assert "across the loader-bound threshold of 5%" in d.verdict_label
+    a = Analysis(_loop(bursts * 1.2), [], [], [d], [], [])
+    assert "verdict: not settled: loader bound or compute bound" in " ".join(brief(a).split())
+    assert "change, if loader bound:" in brief(a)
+    (rec,) = summary_json(a)
+    assert rec["verdict"] == "not_settled" and rec["verdict_could_be"] == "loader_bound or compute_bound"
+    assert "**Verdict**: not settled: loader bound or compute bound" in diagnosis_text([d])
+    (d,) = diagnose(_loop(bursts))  # 4.4% on average: the rule does not fire, and would lead where it did
+    assert d.verdict.value == "compute_bound" and [v.value for v in d.could_be] == ["loader_bound", "compute_bound"]
+    (d,) = diagnose(_loop(bursts * 4.0))
+    assert d.settled and d.verdict.value == "loader_bound" and d.verdict_label == "loader bound"

@@ -23,6 +23,7 @@ from profiler.analysis.headline import headline
 from profiler.analysis.rates import pinned_rate_GBps
 from profiler.analysis.rules import MIN_BATCHES, Case, run_rules, too_few
 from profiler.analysis.rules.base import TOO_SMALL_SHARE, case_text
+from profiler.analysis.rules.pace import LOADER_SHARE
 from profiler.analysis.stats import ratio_interval
 from profiler.timeline.schema import CONFIG
 
@@ -185,5 +186,34 @@ def diagnose(
             findings, head = run_rules(case), headline(case, _share_interval(g, case.exposed))
         findings.sort(key=lambda f: _rank(f, m["batch"]))
         loop, framework = case_text(cfg, "loop"), case_text(cfg, "framework")
-        out.append(Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings, head, medians, loop, framework))
+        d = Diagnosis(str(scen), str(cfg["mode"]), len(g), m, findings, head, medians, loop, framework)
+        if len(g) >= MIN_BATCHES:
+            d.could_be, d.open_because = unsettled(findings, m["batch"], _share_interval(g, 0.0))
+        out.append(d)
     return out
+
+
+def unsettled(findings: list[Finding], batch: float, fetch_share: tuple[float, float]) -> tuple[list[Verdict], str]:
+    """Whether the run's own uncertainty leaves the verdict open: where the 95% interval of the loader
+    wait's share of the batch (``fetch_share``) spans the loader-bound rule's threshold
+    (``LOADER_SHARE``), that rule may fire in one run of the script and not in the next; if its finding
+    leads (or would lead, by the saving its interval allows), the verdict is not settled between it and
+    the finding that leads without it. A script whose share sat near 5% read "loader bound" in some runs
+    and "compute bound" in others. Returns (the verdicts it could be, why), or ([], "")."""
+    lo, hi = (min(max(v, 0.0), 1.0) for v in fetch_share)  # a share: the t interval can reach past 0
+    if not (lo == lo and hi == hi and lo < LOADER_SHARE <= hi and batch > 0):
+        return [], ""
+    rest = [f for f in findings if f.verdict != Verdict.LOADER_BOUND]
+    if len(rest) == len(findings):  # the rule did not fire: would it lead where it had?
+        if rest and rest[0].gain_ms > hi * batch:
+            return [], ""
+    elif findings[0].verdict != Verdict.LOADER_BOUND:
+        return [], ""
+    if not rest:  # nothing else to be: no verdict to weigh it against
+        return [], ""
+    other = rest[0].verdict
+    why = (
+        f"the loader's wait is {lo:.1%}-{hi:.1%} of the batch at 95% over the steady batches, across the "
+        f"loader-bound threshold of {LOADER_SHARE:.0%}"
+    )
+    return [Verdict.LOADER_BOUND, other], why

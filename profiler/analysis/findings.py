@@ -118,6 +118,27 @@ class Diagnosis:
     medians: dict[str, float] = field(default_factory=dict)
     loop: str = ""  # what pinprof profile saw the loop do: plain, fetch-ahead, device-prefetch
     framework: str = ""  # whose code fetched the batches (accelerate, timm, lightning), if not the script's
+    # Where the run's own uncertainty leaves the verdict open: the verdicts it could be, and why
+    # (``profiler.analysis.diagnose.unsettled``); empty where the evidence clears it.
+    could_be: list[Verdict] = field(default_factory=list)
+    open_because: str = ""
+
+    @property
+    def settled(self) -> bool:
+        return not self.could_be
+
+    @property
+    def verdict_label(self) -> str:
+        """The verdict as a person reads it: ``loader bound``, or ``not settled: loader bound or compute
+        bound (why)``."""
+        if self.settled:
+            return self.verdict.label
+        return f"not settled: {' or '.join(v.label for v in self.could_be)} ({self.open_because})"
+
+    @property
+    def verdict_value(self) -> str:
+        """The verdict's value in summary.json: the top finding's, or ``not_settled``."""
+        return self.verdict.value if self.settled else "not_settled"
 
     @property
     def loop_line(self) -> str:

@@ -195,8 +195,10 @@ def report_html(title: str, a: Analysis, info: dict[str, Any], compare: list[str
             parts.append(f"<p class='note'>Loop: {_e(d.loop_line)}.</p>")
         if d.own_line:
             parts.append(f"<p class='note' id='own-{i}'>{_e(d.own_line)}.</p>")
+        if d.findings and not d.settled:
+            parts.append(f"<p class='verdict'><b>Verdict: {_e(d.verdict_label)}</b></p>")
         for j, f in enumerate(d.findings):
-            label = "Verdict" if j == 0 else "Also"
+            label = ("Verdict" if d.settled else "If so") if j == 0 else "Also"
             parts.append(f"<p class='verdict'><b>{label}: {_e(f.verdict.label)}</b> - {_e(f.evidence)}</p>")
             for c in sorted(f.changes, key=lambda c: -c.gain_ms):
                 gain = f" (saves about {c.gain_ms:.3f} ms a batch)" if c.gain_ms > 0 else ""

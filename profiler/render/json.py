@@ -29,7 +29,8 @@ def diagnosis_json(diags: list[Diagnosis]) -> list[dict[str, Any]]:
                     "input_share": None if np.isnan(d.headline.input_share) else d.headline.input_share,
                     "text": d.headline.text,
                 },
-                "verdict": d.verdict.value,
+                "verdict": d.verdict_value,
+                "verdict_could_be": [v.value for v in d.could_be],
                 "means_ms": {k: (None if np.isnan(v) else v) for k, v in d.means.items()},
                 "medians_ms": {k: (None if np.isnan(v) else v) for k, v in d.medians.items()},
                 "findings": [{**asdict(fd), "verdict": fd.verdict.value} for fd in d.findings],
@@ -50,7 +51,8 @@ def summary_json(analysis: Analysis, partial: bool = False) -> list[dict[str, An
     highly_input_bound / moderately_input_bound / not_input_bound / not_settled, where the share's
     interval spans two / unknown), ``input_share`` (fraction of the mean batch waiting for input) and
     ``input_share_lo``/``_hi`` (its 95% interval), ``headline``, ``verdict`` and ``change`` (the top
-    finding and its best change), ``saving_ms`` (that change's expected saving, ms a batch),
+    finding and its best change; ``verdict`` ``not_settled`` where the run's uncertainty leaves it open,
+    and then ``verdict_could_be`` names the verdicts it spans, ``loader_bound or compute_bound``), ``saving_ms`` (that change's expected saving, ms a batch),
     ``batches`` (steady batches), ``warmup_batches`` (start-up batches left out), ``<phase>_ms_mean``
     and ``<phase>_ms_median`` (ms) for fetch, pin, h2d, wait, cpu_work, compute, batch and pinprof (its
     own time on the loop's thread) (null when not measured, so every record has the same keys)."""
@@ -64,7 +66,8 @@ def summary_json(analysis: Analysis, partial: bool = False) -> list[dict[str, An
         for end in ("lo", "hi"):  # the share's 95% interval over the steady batches
             rec[f"input_share_{end}"] = _num(getattr(d.headline, f"share_{end}"))
         rec["headline"] = d.headline.text
-        rec["verdict"] = d.verdict.value
+        rec["verdict"] = d.verdict_value
+        rec["verdict_could_be"] = " or ".join(v.value for v in d.could_be)
         rec["change"] = change.what if change else ""
         rec["saving_ms"] = round(float(change.gain_ms), 6) if change else 0.0
         rec["batches"] = d.batches

@@ -112,9 +112,13 @@ def diagnosis_text(
             lines.append("")
         if not d.findings:
             lines.append("- no bottleneck rule fired: the phases are balanced.")
+        if d.findings and not d.settled:
+            lines.append(f"**Verdict**: {md(d.verdict_label)}.")
+            lines.append("")
         # ranked by expected saving (diagnose), largest first
         for i, fd in enumerate(d.findings):
-            lines.append(f"{'**Verdict**' if i == 0 else '- also'}: {md(fd.verdict.label)} - {md(fd.evidence)}")
+            head = "**Verdict**" if i == 0 and d.settled else ("- if so" if i == 0 else "- also")
+            lines.append(f"{head}: {md(fd.verdict.label)} - {md(fd.evidence)}")
             for c in sorted(fd.changes, key=lambda c: -c.gain_ms):
                 gain = f" (saves about {c.gain_ms:.3f} ms/batch)" if c.gain_ms > 0 else ""
                 lines.append(f"    - change: {md(c.what)}{gain}")

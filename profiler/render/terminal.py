@@ -58,12 +58,13 @@ def brief(analysis: Analysis, width: int = WIDTH) -> str:
             lines.extend(wrap.wrap(f"  {d.own_line}"))
         if d.findings:
             top = d.findings[0]
-            lines.extend(wrap.wrap(f"  verdict: {top.verdict.label}"))
+            lines.extend(wrap.wrap(f"  verdict: {d.verdict_label}"))
             changes = sorted(top.changes, key=lambda c: -c.gain_ms)
             if changes:
                 c = changes[0]
                 saves = f" (saves about {c.gain_ms:.3f} ms a batch)" if c.gain_ms > 0 else ""
-                lines.extend(wrap.wrap(f"  change: {c.what}{saves}"))
+                which = "change" if d.settled else f"change, if {top.verdict.label}"
+                lines.extend(wrap.wrap(f"  {which}: {c.what}{saves}"))
     if analysis.clock:
         lines.extend(wrap.wrap(analysis.clock))
     if analysis.threads:  # one line here; report.html and diagnosis.md say what each thread took
