@@ -5,7 +5,7 @@ the link busy for ``LINK_WARM_S`` before it times a size) reads them at full spe
 Each line is one size's median per-copy time and rate (k back-to-back pinned copies between CUDA
 events, median of 5 rounds after 2 warm-up rounds: ``bandwidth.measure``), after ``--idle`` seconds of
 no GPU work: first without the sustained warm-up (``cold``, ``warm_link=False``: what the calibration
-did before ``72147a3``), then with it, then cold again. On an idle-sensitive link the cold lines read
+did once), then with it, then cold again. On an idle-sensitive link the cold lines read
 the small sizes slower than the ``measure`` lines (``warm_link=True``).
 
     python scripts/bench_link_warmup.py [--idle 5]

@@ -2,8 +2,8 @@
 """The recorder thread's cost a batch as the history it keeps grows, markers on, on a CPU.
 
 ``Records`` fed as a fast loop feeds it (``scripts/bench_overhead.py``'s no-op loader): a batch every
-30 us, each with one 1 KiB copy call and two markers (``compute()``'s entry and exit, as until
-``e5b416e``), its records in made-up buffers of ``--batches`` batches. Prints the time ``take`` and ``process`` spend a batch, for
+30 us, each with one 1 KiB copy call and two markers (``compute()``'s entry and exit, as the library
+once issued them), its records in made-up buffers of ``--batches`` batches. Prints the time ``take`` and ``process`` spend a batch, for
 the first and last five buffers and over all; with ``--no-markers``, the same loop placed by launch
 times (no marker records). Run it at two commits to compare (``git worktree``, then this script there).
 

@@ -130,7 +130,7 @@ def run_blocks(
     # hung on the H200 (2026-12-04), and 4 ran. --handover none keeps the records on throughout: the
     # bare blocks pay CUPTI's own cost too, so the ratio is the hooks' cost with CUPTI as the clock,
     # and nothing is handed over; that hung too on an H100, in its 4th block, in every run with kernels'
-    # launch times on, and in none without (2026-12-05, reports/h100-session28/: a driver deadlock).
+    # launch times on, and in none without (2026-12-05: a driver deadlock, reports/README.md).
     rec = backend.start(torch.device(DEVICE), late_ok=True)  # started before the warm-up unless --late-cupti
     hand = rec if handover != "none" else None
     for i, kind in enumerate(order):

@@ -8,7 +8,7 @@ between these variants:
 
 - ``bare``: the loop without pinprof;
 - ``bare+2 markers``: the bare loop issuing two markers a batch (a ``compute()`` block's entry and
-  exit, as the library issued them until ``e5b416e``; since, the exit's alone where the batch copied);
+  exit, as the library once issued them; it now issues the exit's alone where the batch copied);
 - ``profiled``: the library, as a user runs it;
 - ``no markers``: the library with its markers replaced by a clock read (kernels then go unplaced:
   a cost split, not a way to run);

@@ -22,13 +22,13 @@ bench with one part taken away:
 On the H200 (2026-12-04): ``as-is``, ``flush-off``, ``quiet-drainer``, ``quiet-flush-off``,
 ``gate-off``, and ``as-is`` with ``CUDA_MODULE_LOADING=EAGER`` hung; ``early`` ran to its end.
 
-On an H100 (2026-12-05, ``reports/h100-session28/``), ``early -- --handover none`` hung in its fourth
+On an H100 (2026-12-05), ``early -- --handover none`` hung in its fourth
 block in each run with kernels' launch times on, also under ``PINPROF_CUPTI_FLUSH_MS=0``,
 ``CUDA_MODULE_LOADING=EAGER`` and ``PINPROF_CUPTI_QUEUES=process``; with ``PINPROF_CUPTI_LATENCY=0``
 it ran to its end, as did ``as-is`` and ``early`` (records handed over between blocks). The stacks
 (``scripts/gpu_check.sh``'s step ``cupti-hang``, every thread through ``eu-stack``): a kernel launch
 waiting to write-lock a driver lock, a thread of CUPTI's waiting to read-lock (once ``cuMemHostAlloc``
-waiting to write-lock too). Since ``b275a37`` the launch times are off unless
+waiting to write-lock too). The launch times are off unless
 ``PINPROF_CUPTI_LATENCY=1`` asks for them (markers place the kernels instead).
 
     python scripts/cupti_hang.py VARIANT -- [bench_profile_overhead.py arguments]

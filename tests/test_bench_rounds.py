@@ -8,7 +8,7 @@ import pytest
 
 from profiler.bench.rounds import median_interval
 
-# The H200's six resnet50 rounds under pinprof profile (reports/h200-session26, call 1).
+# The H200's six resnet50 rounds under pinprof profile (2026-12-05, step `process`, tests/data/h200_resnet_process).
 H200 = [1.0075, 1.0381, 1.1770, 1.0735, 0.9620, 0.9561]
 
 

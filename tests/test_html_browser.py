@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REPORTS = [ROOT / "reports" / "h200-profile-resnet", ROOT / "reports" / "h200-default"]
+REPORTS = [ROOT / "reports" / "h200-profile-resnet", ROOT / "reports" / "h200-gpu-bound"]
 LANES = ("main thread", "pin step", "copy stream", "compute stream")
 
 

@@ -173,7 +173,7 @@ def test_two_backwards_of_one_batch_keep_each_row_on_its_own_batch(tmp_path: Pat
     """Two backward calls a batch before its step (two losses, or a batch in chunks). In a loop that
     copies the next batch before the step (a prefetcher, timm's loader), the second was taken for that
     next batch, as a window's next batch would be: rows 41, 0.5, 81, 121, 161 ms for 40, 80, 120, 160
-    (``--backwards 2`` at ``15d4f75``)."""
+    (``--backwards 2``)."""
     if loop == "accelerate":
         pytest.importorskip("accelerate")
     if loop == "timm":
@@ -199,7 +199,7 @@ def test_two_optimizer_steps_a_batch_keep_each_row_on_its_own_batch(
     step, each player half the batch's k units (``--optimizers 2``); or one optimizer stepped twice
     (``--same-optimizer``). The first step closed the row: a loop that fetches ahead lost the second
     half (21, 41, 61, 81 ms for 40 to 160), and a prefetcher gave that backward to the next batch,
-    copied already (22, 21, 82, 122, 162: shifted by one) at ``0d1e768``."""
+    copied already (22, 21, 82, 122, 162: shifted by one)."""
     out = tmp_path / "r"
     script = [str(SCRIPTS / "ahead_loops.py"), "--loop", loop, "--unit-ms", str(UNIT_MS), "--optimizers", "2"]
     run = profile(out, *script, *(["--same-optimizer"] if same else []))
@@ -244,7 +244,7 @@ def test_the_hugging_face_trainer_keeps_each_row_on_its_own_batch(tmp_path: Path
     the backward hook, ``--accumulate 2`` read 0, 82, 0, 162, 0, 82, 0, 163 ms for 40, 80, 120, 160.
     The first window, fetched before any backward was seen, is held open (``in_flight.HOLD``): closed
     at its ``next()``, ``--accumulate 4`` read 0.2, 0.1, 0.1 ms with 3 copies for the first three
-    rows and 15 copies in the fifth, at ``8edc343``. Each batch has six copies (three by Accelerate's
+    rows and 15 copies in the fifth. Each batch has six copies (three by Accelerate's
     loader, three by the Trainer)."""
     pytest.importorskip("transformers")
     out = tmp_path / "r"
@@ -310,7 +310,7 @@ def test_a_lightning_fetcher_one_batch_ahead_gets_a_row_per_batch(tmp_path: Path
 def test_lightning_with_accumulate_grad_batches_keeps_each_row_on_its_own_batch(tmp_path: Path) -> None:
     """``Trainer(accumulate_grad_batches=2)`` on a sized dataset: Lightning runs the step's closure
     (forward, backward) for each batch and steps its optimizer every second one. Read as a loop that
-    fetches ahead, rows held 125, 0, 162, 0 ms for 40, 80, 120, 160 (at ``d850128``)."""
+    fetches ahead, rows held 125, 0, 162, 0 ms for 40, 80, 120, 160."""
     pytest.importorskip("lightning")
     out = tmp_path / "r"
     run = profile(
@@ -331,7 +331,7 @@ def test_a_lightning_gan_stepped_by_hand_keeps_both_players_in_each_row(
     """Lightning's manual optimization (``lightning_fit.py --gan``): the critic's backward and step,
     then the generator's, half the batch's k units each. On a dataset of no length (Lightning's fetcher
     one batch ahead) the critic's step closed the row, and every row lost the generator's half (21.6,
-    41.2, 61.4, 81.4 ms for 40 to 160 at ``0d1e768``)."""
+    41.2, 61.4, 81.4 ms for 40 to 160)."""
     pytest.importorskip("lightning")
     out = tmp_path / "r"
     script = [str(SCRIPTS / "lightning_fit.py"), "--steps", "8", "--gan", "--unit-ms", str(UNIT_MS)]

@@ -3,7 +3,7 @@
 CUPTI is exact (each record is the copy or kernel as the device ran it; an event pair around a host
 call also times the host's dispatch: 0.164 ms against CUPTI's 0.0155 ms for the blocking copies of an
 Accelerate batch on the H200), and cheaper on the host: no events to record, no stream gate, nothing
-to read per batch (on the H200 at ``03ed9af``, ``scripts/bench_overhead.py --backends``: 18.2 against
+to read per batch (on the H200, ``scripts/bench_overhead.py --backends``: 18.2 against
 46.1 us a batch of one tensor, 26.7 against 45.6 us for three). ``PINPROF_BACKEND`` picks: ``auto`` (the
 default) and ``cupti`` use CUPTI where they can, ``events`` never does; ``cupti`` also says in one
 line on stderr when the events time the run instead. ``describe`` gives ``meta.json`` the clock and
@@ -37,7 +37,8 @@ CUPTI falls back to the events, and the report says why, where:
   in each of its four runs of 8 rounds or more (one queue or a queue a thread, callbacks registered
   again or not; 4 rounds ran), the autograd thread's launch waiting as in the late starts.
 
-What the hang is (an H100, 2026-12-05, ``reports/h100-session28/``): every thread's native stack
+What the hang is (an H100, 2026-12-05, ``scripts/cupti_hang.py``; reports/README.md, "The CUPTI
+hang"): every thread's native stack
 shows a deadlock in the driver. A kernel launch waits to take a driver lock for writing, and a
 thread of CUPTI's own waits to take one for reading (in one run a pinned allocation,
 ``cuMemHostAlloc``, waited to write too). It came

@@ -1,6 +1,7 @@
 """A profiled loop that stops moving: one line on stderr, once a stall, saying so and what to do.
 
-Why: on an H100 (2026-12-05, ``scripts/cupti_hang.py``, logs in ``reports/h100-session28/``) a resnet50
+Why: on an H100 (2026-12-05, ``scripts/cupti_hang.py``; reports/README.md, "The CUPTI hang") a
+resnet50
 loop with CUPTI's records on deadlocked inside the CUDA driver: the main thread's kernel launch
 waited to write-lock a driver lock, a thread of CUPTI's own to read-lock one (once the pin thread's
 pinned allocation, ``cuMemHostAlloc``, waited too). It happened in each of six runs with kernels' launch times on

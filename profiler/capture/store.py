@@ -59,7 +59,7 @@ FOLD_AT = 1024
 
 class Store:
     """Per-batch raw fields in flat typed arrays: a run grew by 343 bytes a batch (python
-    scripts/bench_memory.py, 100,000 batches, at 61cbb6c; 340 at 112cd02, before rows were queued).
+    scripts/bench_memory.py, 100,000 batches, the 2-core CPU machine).
 
     ``append`` is called once a batch, from the loop's thread: it numbers the record and queues it.
     Writing the record's fields into the arrays (``_fold``: one ``array.extend`` of the numeric fields,
@@ -67,7 +67,7 @@ class Store:
     the journal's thread, CUPTI's, the events' read every few batches, the timeline at the end, or
     ``append`` itself every ``FOLD_AT`` rows. Beside a real step, the record is out of the caches by the
     time its row closes, and reading its fields there was the costliest part of the loop's thread's
-    work on a row (``scripts/hook_parts.py``, part ``_commit``; figures in reports/README.md). GPU
+    work on a row (``scripts/hook_parts.py``, part ``_commit``). GPU
     fields are filled in place when their events complete (``set_gpu``) or CUPTI's records are
     attributed (``set_cupti``).
     """

@@ -3,7 +3,7 @@
 
 An append builds the timeline of the batches completed since the last and formats them as CSV: Python
 work that, on a thread of the profiled process, holds Python's lock while the loop waits for it. On an
-H100 (reports/README.md, thirty-fifth session) that thread's CPU time was 0.044-0.053 ms a batch on
+H100 (2026-12-06) that thread's CPU time was 0.044-0.053 ms a batch on
 ``scripts/resident_loop.py`` (pinprof's own time on the loop's thread: 0.11-0.14 ms) and 0.10-0.16 ms
 on the short step. The profiled process now hands the rows over as plain data (``RawRows``: the
 store's columns, the clock, the loader's settings) through a pipe, and this process builds and writes

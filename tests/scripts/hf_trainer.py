@@ -3,7 +3,7 @@ sleeping k x ``--unit-ms`` with k = b % 4 + 1 for the b-th batch fetched, whatev
 order. Nothing of pinprof in it; needs ``transformers`` (among the test extras).
 
 With ``--accumulate N`` the Trainer fetches all N batches of a window before it trains on any
-(reports/README.md, twenty-fourth session, has pinprof's rows of it).
+(tests/test_in_flight.py checks pinprof's rows of it).
 
     python tests/scripts/hf_trainer.py [--accumulate 1] [--batches 8] [--unit-ms 40]
 """

@@ -4,7 +4,7 @@ Appended a buffer at a time and dropped from the front as batches age out, so a 
 copied whole at every buffer, a cost that grows with the history kept (30 s of batches). Here an
 append copies only what it adds, into room doubled when it runs out. With this and ``Done``'s tuples
 (``recorder``), a loop of 30 us batches with two markers each cost the recorder's thread 9.8-10.0 us a
-batch in its last buffers, against 32.1-33.9 before (``c6be5b9``), and 14.2-14.6 against 18.4-20.5
+batch in its last buffers, against 32.1-33.9 with a table rebuilt at each append, and 14.2-14.6 against 18.4-20.5
 over all (``scripts/bench_marker_table.py``, two runs each, the 2-core machine).
 """
 
