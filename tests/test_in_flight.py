@@ -784,3 +784,20 @@ def test_ctrl_c_inside_the_hooks_after_a_commit_leaves_each_batch_once(monkeypat
     tl = session.close()
     assert fired == [4]  # the next() for batch 6 closed batch 4 (no optimizer: one next() late) and raised
     assert list(tl.batch) == list(range(6)), list(tl.batch)  # batch 6 was never fetched
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["copied", "on-the-host"])
+def test_a_hand_written_update_with_no_optimizer_keeps_each_row_on_its_batch(tmp_path: Path, copy: bool) -> None:
+    """SGD as tutorials write it (the weights updated by hand after the backward, nothing of
+    torch.optim), the batch copied or left on the host (a model on the CPU, no ``.to()``): each row
+    holds its own batch's step. Left on the host, every row from the second on was held open to the
+    run's end (``batch_ms`` 0 from the third, one row holding the whole run's compute)."""
+    out = tmp_path / "r"
+    args = ["--loop", "plain", "--unit-ms", str(UNIT_MS), "--by-hand"] + ([] if copy else ["--no-copy"])
+    run = profile(out, str(SCRIPTS / "ahead_loops.py"), *args)
+    assert run.returncode == 0, run.stderr[-3000:]
+    tl = read_timeline(out)
+    assert len(tl) == 8 and list(tl.batch) == list(range(8))
+    assert (tl.copies == (2 if copy else 0)).all() if "copies" in tl else not copy
+    assert_own_steps(tl, 8)
+    assert (tl.batch_ms.iloc[1:] >= tl.compute_ms.iloc[1:]).all(), list(zip(tl.batch_ms, tl.compute_ms))

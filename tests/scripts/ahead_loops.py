@@ -27,7 +27,9 @@ Accelerate's ``accumulate()``, timm's train.py's own count, the others' a count 
 prefetcher), as GradScaler skips a step whose gradients overflowed (common in a run's first steps,
 while it finds its scale); ``--clip`` clips the gradients' norm before each step, as most training
 scripts do; ``--pass-over B,...`` makes the plain loop drop those batches before their copy;
-``--backwards N`` backpropagates each batch's loss N times before its step (two losses, or a batch in
+``--by-hand`` updates the weights by hand after the backward (no ``torch.optim`` optimizer, as
+tutorials write SGD); ``--no-copy`` leaves the plain loop's batch where the loader made it (a model
+on the host, no ``.to()``); ``--backwards N`` backpropagates each batch's loss N times before its step (two losses, or a batch in
 chunks); ``--optimizers 2`` (loops written by hand) steps a first optimizer after the backward, then
 backpropagates a second loss of the same batch and steps the second (a GAN's two players): each
 player's work is half the batch's k units, so a row that lost the second player's, or took its
@@ -112,6 +114,8 @@ def main() -> None:
     p.add_argument("--clip", action="store_true", help="clip_grad_norm_ before each optimizer step")
     p.add_argument("--pass-over", default="", help="plain: batches passed over before their copy, comma-separated")
     p.add_argument("--backwards", type=int, default=1, help="backward calls a batch (two losses, or chunks)")
+    p.add_argument("--by-hand", action="store_true", help="the update written by hand, no torch.optim optimizer")
+    p.add_argument("--no-copy", action="store_true", help="plain: no .to() of the batch (a model on the host)")
     p.add_argument("--same-optimizer", action="store_true", help="--optimizers 2: one optimizer steps twice")
     p.add_argument(
         "--optimizers",
@@ -164,6 +168,13 @@ def main() -> None:
             (opt if args.same_optimizer else first).zero_grad()
             work(int(batch["k"][0]), batch["x"], share).backward()
         done[0] += 1
+        if args.by_hand:  # SGD as tutorials write it: nothing of torch.optim
+            with torch.no_grad():
+                for w in model.parameters():
+                    if w.grad is not None:
+                        w.sub_(0.01 * w.grad)
+                        w.grad = None
+            return
         if done[0] % args.accumulate == 0 and done[0] - 1 not in skipped:
             if args.clip:
                 nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -180,7 +191,7 @@ def main() -> None:
         for b, batch in enumerate(loader):
             if b in passed:  # a bad batch, dropped before it is copied
                 continue
-            step(to_dev(batch))
+            step(batch if args.no_copy else to_dev(batch))
             steps += 1
     elif args.loop == "accelerate":
         from accelerate import Accelerator
