@@ -130,3 +130,57 @@ def test_the_reading_side_starts_without_torch() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PACKAGE.parent)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]", f"torch or matplotlib loaded: {run.stdout[:300]}"
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module -> the modules it imports): its strongly connected
+    components of more than one module, or of one that imports itself (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1 or v in graph.get(v, ()):
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_among_the_packages_modules() -> None:
+    """Every import counts, ``TYPE_CHECKING`` and function-level ones too: a circle makes the
+    modules in it one unit that cannot be read, tested or moved apart. The package root, whose lazy
+    public names import the rooms, is left out."""
+    names = {name for name, _ in modules()}
+    graph = {
+        name: {imp for imp, _ in imports(path) if imp in names and imp not in (name, "profiler")}
+        for name, path in modules()
+        if name != "profiler"
+    }
+    assert circles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

@@ -18,13 +18,13 @@ from profiler.capture.store import TEMPLATE
 from profiler.errors import UsageError
 
 if TYPE_CHECKING:
-    from profiler.capture.profiler import TransferProfiler
+    from profiler.capture.profiler_state import ProfilerState
 
 Record = dict[str, Any]
 
 
 @contextmanager
-def looping(prof: TransferProfiler, loader: Iterable[Any], limit: int | None) -> Iterator[None]:
+def looping(prof: ProfilerState, loader: Iterable[Any], limit: int | None) -> Iterator[None]:
     """Around a loop's batches: the clock anchor and loader settings, the hazard watch, the pin hook,
     the NVTX range of the loop."""
     if limit is not None and limit < 0:
@@ -45,7 +45,7 @@ def looping(prof: TransferProfiler, loader: Iterable[Any], limit: int | None) ->
             watch.__exit__(None, None, None)
 
 
-def fetch(prof: TransferProfiler, it: Iterator[Any], n: int) -> tuple[Record, Any] | None:
+def fetch(prof: ProfilerState, it: Iterator[Any], n: int) -> tuple[Record, Any] | None:
     """Batch ``n``'s new record and the batch, its ``next()`` timed and its pin taken from the hook;
     None at the loader's end."""
     rec = fetch_begin(prof, n)
@@ -59,7 +59,7 @@ def fetch(prof: TransferProfiler, it: Iterator[Any], n: int) -> tuple[Record, An
     return rec, batch
 
 
-def fetch_begin(prof: TransferProfiler, n: int) -> Record:
+def fetch_begin(prof: ProfilerState, n: int) -> Record:
     rec = dict(TEMPLATE)
     rec["batch"], rec["warmup"], rec["epoch"] = n, n < prof.warmup, max(prof._epoch, 0)
     rec["fetch_s"] = now_ms()
@@ -67,7 +67,7 @@ def fetch_begin(prof: TransferProfiler, n: int) -> Record:
     return rec
 
 
-def fetch_end(prof: TransferProfiler, rec: Record) -> None:
+def fetch_end(prof: ProfilerState, rec: Record) -> None:
     prof.nvtx.pop()  # clock after the pop, as before the push: the NVTX range nests inside
     rec["fetch_e"] = now_ms()
 

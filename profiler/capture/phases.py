@@ -14,7 +14,7 @@ from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.nvtx import NvtxEmitter
 
 if TYPE_CHECKING:
-    from profiler.capture.profiler import TransferProfiler
+    from profiler.capture.profiler_state import ProfilerState
 
 
 def account(rec: dict[str, Any], s_key: str, sum_key: str, e_key: str, start: float, end: float) -> None:
@@ -70,7 +70,7 @@ class Compute(HostPhase):
     __slots__ = ("cupti", "prof", "stream")
     _S, _SUM, _E = "comp_s", "comp_sum", "comp_e"
 
-    def __init__(self, prof: TransferProfiler, rec: dict[str, Any]) -> None:
+    def __init__(self, prof: ProfilerState, rec: dict[str, Any]) -> None:
         self.prof, self.rec = prof, rec
 
     def __enter__(self) -> None:

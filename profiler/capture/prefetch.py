@@ -21,12 +21,12 @@ from profiler.capture.cuda.events import current_stream, wait
 from profiler.capture.loop import fetch, looping
 
 if TYPE_CHECKING:
-    from profiler.capture.profiler import TransferProfiler
+    from profiler.capture.profiler_state import ProfilerState
 
 Ahead = tuple[dict[str, Any], Any]  # (the batch's record, the batch on the device)
 
 
-def _fetch_and_copy(prof: TransferProfiler, it: Iterator[Any], n: int) -> Ahead | None:
+def _fetch_and_copy(prof: ProfilerState, it: Iterator[Any], n: int) -> Ahead | None:
     """Batch ``n`` fetched and its copy issued, the compute stream's wait on it left to its step;
     None at the loader's end."""
     got = fetch(prof, it, n)
@@ -36,7 +36,7 @@ def _fetch_and_copy(prof: TransferProfiler, it: Iterator[Any], n: int) -> Ahead 
     return rec, prof._copy_into(rec, batch, defer=True)
 
 
-def prefetched(prof: TransferProfiler, loader: Iterable[Any], limit: int | None) -> Iterator[Any]:
+def prefetched(prof: ProfilerState, loader: Iterable[Any], limit: int | None) -> Iterator[Any]:
     """``TransferProfiler.device_batches`` in mode ``prefetch`` (see the module docstring)."""
     with looping(prof, loader, limit):
         nvtx = prof.nvtx

@@ -24,12 +24,12 @@ from profiler.timeline.clockmap import ClockMap
 from profiler.timeline.schema import empty_timeline
 
 if TYPE_CHECKING:
-    from profiler.capture.profiler import TransferProfiler
+    from profiler.capture.profiler_state import ProfilerState
     from profiler.report.journal import Journal
     from profiler.report.journal_process import JournalProcess
 
 
-def _static(prof: TransferProfiler) -> dict[str, Any]:
+def _static(prof: ProfilerState) -> dict[str, Any]:
     """The columns every row of this profiler shares (run, scenario, mode, loader settings)."""
     static = {"run": prof.run, "mode": prof.mode, "device": str(prof.device), **rank_info(), **prof._config}
     if prof.mode != "auto":
@@ -39,7 +39,7 @@ def _static(prof: TransferProfiler) -> dict[str, Any]:
     return static
 
 
-def timeline(prof: TransferProfiler) -> pd.DataFrame:
+def timeline(prof: ProfilerState) -> pd.DataFrame:
     """Every completed batch; waits for their events, and a second anchor corrects the clocks' drift."""
     clock: ClockMap | None = None
     if prof.cuda and prof._anchor is not None:
@@ -54,7 +54,7 @@ def timeline(prof: TransferProfiler) -> pd.DataFrame:
     return build_timeline(prof._store.columns(), origin, clock, _static(prof), gc_pauses.pauses())
 
 
-def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
+def completed(prof: ProfilerState, start: int) -> tuple[pd.DataFrame, int]:
     """(the batches from row ``start`` whose events have all fired, the row after them).
 
     Never waits nor synchronizes. The GPU times go on the host clock by the first anchor alone: the
@@ -66,7 +66,7 @@ def completed(prof: TransferProfiler, start: int) -> tuple[pd.DataFrame, int]:
     return (empty_timeline() if rows is None else build_rows(rows)), stop
 
 
-def completed_raw(prof: TransferProfiler, start: int) -> tuple[RawRows | None, int]:
+def completed_raw(prof: ProfilerState, start: int) -> tuple[RawRows | None, int]:
     """``completed``'s rows before they are built (None: none completed), for a process of their own
     to build and write (``profiler.report.journal_process``)."""
     clock: ClockMap | None = None
@@ -129,7 +129,7 @@ class Flusher:
     when each scenario started its own)."""
 
     def __init__(
-        self, prof: TransferProfiler, journal: Journal, clock: FlushClock, appender: JournalProcess | None = None
+        self, prof: ProfilerState, journal: Journal, clock: FlushClock, appender: JournalProcess | None = None
     ) -> None:
         self._prof, self._journal, self.clock = prof, journal, clock
         self._late = appender  # started at the first rows to append

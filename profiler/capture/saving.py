@@ -20,7 +20,7 @@ from profiler.report.claim import claim
 from profiler.report.signals import Terminated, note_on, write_held
 
 if TYPE_CHECKING:
-    from profiler.capture.profiler import TransferProfiler
+    from profiler.capture.profiler_state import ProfilerState
 
 
 def report_folder(out: str | Path) -> Path:
@@ -42,7 +42,7 @@ def claim_out(out: str | Path) -> Path:
     return claim(report_folder(out), "out=")
 
 
-def save(prof: TransferProfiler, out: str | Path, partial: bool = False, **extra: Any) -> Path:
+def save(prof: ProfilerState, out: str | Path, partial: bool = False, **extra: Any) -> Path:
     """Write ``timeline.csv`` and ``meta.json`` into ``out`` (atomically); returns the folder."""
     ranks = rank_info()
     folder = report_folder(out)
@@ -57,7 +57,7 @@ def save(prof: TransferProfiler, out: str | Path, partial: bool = False, **extra
 
 
 def save_on_exit(
-    prof: TransferProfiler,
+    prof: ProfilerState,
     out: str | Path,
     exc_type: type[BaseException] | None,
     exc: BaseException | None,
