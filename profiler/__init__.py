@@ -9,7 +9,8 @@ it may import (``tests/test_layers.py`` checks it):
     render/     -> Markdown, JSON, plots, Chrome trace
     report/     report folders: the files, metadata, ranks merged
     nsys/       Nsight Systems: run, import, compare
-    bench/      ``pinprof run``'s scenario matrix, datasets, workloads, bandwidth
+    drivers/    one way in each: profile, tune, the scenario matrix (run), bandwidth
+    bench/      pinprof measuring itself (scripts and tests only)
     cli/        ``pinprof VERB``
 
 Foundation modules any layer may use: ``errors``, ``settings``, ``modes``, ``units``, ``atomic``,

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from profiler.bench import bandwidth
+from profiler.drivers import bandwidth
 from profiler.units import MiB
 
 SIZES = (1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB)

@@ -39,8 +39,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from profiler import TransferProfiler
-from profiler.bench.datasets import SyntheticImages
-from profiler.bench.workload import busy_cpu
+from profiler.drivers.datasets import SyntheticImages
+from profiler.drivers.workload import busy_cpu
 
 
 def interleaved(

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profiler.bench.script import profile
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.profiler import TransferProfiler
+from profiler.drivers.script import profile
 from profiler.report.files import read_timeline
 
 PARTS: dict[type, tuple[str, ...]] = {

@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 from record_cupti import save_tap
 
-from profiler.bench import script
 from profiler.capture import backend
+from profiler.drivers import script
 from profiler.settings import current
 
 

@@ -18,8 +18,8 @@ import sys
 
 from bench_launch_cost import start_records
 
-from profiler.bench.script import parse_target, run_target
 from profiler.capture.cupti.lib import CuptiCallError
+from profiler.drivers.script import parse_target, run_target
 
 
 def main() -> None:

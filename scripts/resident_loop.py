@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from profiler.bench.workload import busy_cpu
+from profiler.drivers.workload import busy_cpu
 
 LEAVES = ("image", "label", "weight")
 

@@ -10,8 +10,8 @@ import sys
 
 import torch.utils.data
 
-from profiler.bench import datasets
 from profiler.cli import main
+from profiler.drivers import datasets
 
 served = 0
 original = datasets.SyntheticImages.__getitem__

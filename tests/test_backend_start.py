@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiler.bench import script
 from profiler.capture import backend
 from profiler.capture.auto_session import AutoSession
+from profiler.drivers import script
 from profiler.settings import current
 
 CUDA = torch.device("cuda")

@@ -154,7 +154,7 @@ def test_batch_already_on_device_is_not_a_copy() -> None:
 def test_pin_thread_time_is_attributed_to_its_batch() -> None:
     from torch.utils.data import DataLoader
 
-    from profiler.bench.datasets import SyntheticImages
+    from profiler.drivers.datasets import SyntheticImages
 
     loader = DataLoader(SyntheticImages(size=4096), batch_size=256, num_workers=2, pin_memory=True)
     prof = TransferProfiler(mode="pinned_nb", device="cuda")

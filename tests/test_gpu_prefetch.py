@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from profiler import TransferProfiler
-from profiler.bench.workload import GpuWork
+from profiler.drivers.workload import GpuWork
 from profiler.modes import Mode
 
 pytestmark = pytest.mark.gpu

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from profiler import TransferProfiler
-from profiler.bench import bandwidth, cupti
+from profiler.bench import cupti
 from profiler.capture.staging import PinnedStager, to_device_staged
+from profiler.drivers import bandwidth
 from profiler.modes import Mode
 from profiler.timeline import split
 

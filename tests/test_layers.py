@@ -34,11 +34,12 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"timeline", "analysis", "render", "report"},
     "nsys": {"timeline", "analysis", "render", "report", "nsys"},
     "capture": {"capture", "timeline", "report", "render.palette"},
-    "bench": {"capture", "timeline", "analysis", "render", "report", "nsys", "bench"},
-    "cli": {"capture", "timeline", "analysis", "render", "report", "nsys", "bench", "cli"},
+    "drivers": {"capture", "timeline", "analysis", "render", "report", "nsys", "drivers"},
+    "bench": {"capture", "timeline", "analysis", "render", "report", "nsys", "drivers", "bench"},
+    "cli": {"capture", "timeline", "analysis", "render", "report", "nsys", "drivers", "cli"},
 }
 TORCH = ("torch", "torchvision", "cuda")  # cuda.bindings
-TORCH_LAYERS = {"capture", "bench"}
+TORCH_LAYERS = {"capture", "drivers", "bench"}
 EXCEPTIONS = {("profiler.bench.quoted", "profiler.cli")}  # the quoted benchmarks are `pinprof run` arguments
 
 
@@ -104,6 +105,15 @@ def test_the_rules_catch_a_bad_import() -> None:
     assert not allowed("profiler.render.plots", "profiler.report.files")
     assert not allowed("profiler.capture.profiler", "profiler.analysis.diagnose")
     assert allowed("profiler.report.folder", "profiler.analysis.diagnose")
+
+
+def test_the_package_never_imports_bench() -> None:
+    """bench/ is pinprof measuring itself, for scripts/ and tests/: no module outside it imports it."""
+    assert not allowed("profiler.cli.run", "profiler.bench.baseline")
+    assert not allowed("profiler.drivers.tune", "profiler.bench.rounds")
+    for name, path in modules():
+        if layer_of(name) != "bench":
+            assert not [i for i, _ in imports(path) if i.startswith("profiler.bench")], name
 
 
 def test_every_subpackage_init_says_what_it_holds_and_may_import() -> None:

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from profiler import TransferProfiler
-from profiler.bench import script
 from profiler.capture import profiler as profiler_module
 from profiler.capture.auto_session import AutoSession
+from profiler.drivers import script
 from profiler.report import signals as interrupt
 from profiler.report.files import read_timeline
 from profiler.report.signals import write_held

@@ -28,9 +28,9 @@ from profiler.analysis.tune import (
     t975,
     winner,
 )
-from profiler.bench.tune import candidates, only_unknown
 from profiler.capture.knobs import Knobs, apply
 from profiler.capture.trial import window
+from profiler.drivers.tune import candidates, only_unknown
 from profiler.errors import UsageError
 from profiler.report.files import read_timeline
 

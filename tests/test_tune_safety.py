@@ -13,7 +13,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from profiler.bench.trial_process import STDERR, STDOUT, run_trial
+from profiler.drivers.trial_process import STDERR, STDOUT, run_trial
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

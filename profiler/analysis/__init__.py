@@ -5,5 +5,5 @@ diagnosis data types (``findings``), the bottleneck rules (``rules``), the per-s
 (``diagnose``), the mode comparison (``compare``) and the findings across ranks (``ranks``).
 
 May import: numpy, pandas, the foundation modules and ``profiler.timeline``. Never torch,
-``capture``, ``render``, ``report``, ``nsys``, ``bench`` or ``cli``.
+``capture``, ``render``, ``report``, ``nsys``, ``drivers``, ``bench`` or ``cli``.
 """

@@ -9,6 +9,6 @@ between those events and ``cupti/`` (CUPTI's activity records).
 
 May import: torch, numpy, pandas, the foundation modules (``profiler.errors``, ``settings``,
 ``modes``, ``units``, ``atomic``), ``profiler.timeline``, ``profiler.report`` (to save) and
-``profiler.render.palette`` (NVTX colours). Never ``analysis``, ``nsys``, ``bench`` or ``cli``.
+``profiler.render.palette`` (NVTX colours). Never ``analysis``, ``nsys``, ``drivers``, ``bench`` or ``cli``.
 This ``__init__`` imports nothing, so ``profiler.capture.x`` loads only what ``x`` needs.
 """

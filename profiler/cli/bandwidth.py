@@ -35,8 +35,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import pandas as pd
     import torch
 
-    from profiler.bench import bandwidth
     from profiler.capture.devices import resolve_device
+    from profiler.drivers import bandwidth
     from profiler.render import plots
     from profiler.report import files
     from profiler.units import format_size

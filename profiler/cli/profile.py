@@ -38,7 +38,7 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from profiler.bench.script import profile
+    from profiler.drivers.script import profile
 
     return profile(
         args.command,

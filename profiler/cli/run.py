@@ -114,7 +114,7 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from profiler.bench.runner import RunOptions, run_matrix
+    from profiler.drivers.runner import RunOptions, run_matrix
 
     if args.dataset == "synthetic" and args.data_root:
         raise UsageError("--data-root is only read by --dataset cifar10 or imagefolder")
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _launch(nproc: int, argv: Sequence[str]) -> int:
     """The same command in ``nproc`` ranks, ``--nproc`` left out."""
-    from profiler.bench import distributed
+    from profiler.drivers import distributed
 
     if distributed.in_job():
         raise UsageError("--nproc starts its own ranks; under torchrun leave it out")

@@ -1,5 +1,5 @@
 """``pinprof tune [--steps N] [--skip N] [--budget-s S] [--only KNOBS] [--out DIR] -- python train.py ARGS``: try
-the input pipeline's fixes on the unmodified script and measure what each buys (``profiler.bench.tune``)."""
+the input pipeline's fixes on the unmodified script and measure what each buys (``profiler.drivers.tune``)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from profiler.bench.tune import tune
+    from profiler.drivers.tune import tune
     from profiler.errors import UsageError
 
     if not (args.budget_s > 0 and math.isfinite(args.budget_s)):

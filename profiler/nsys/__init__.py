@@ -3,5 +3,5 @@ versions (``schema``), the import into pinprof's per-batch table (``importer``) 
 with pinprof's own figures (``compare``).
 
 May import: numpy, pandas, the foundation modules, ``profiler.timeline``, ``profiler.analysis``,
-``profiler.render`` and ``profiler.report``. Never torch, ``capture``, ``bench`` or ``cli``.
+``profiler.render`` and ``profiler.report``. Never torch, ``capture``, ``drivers``, ``bench`` or ``cli``.
 """

@@ -3,5 +3,5 @@ PNG plots (``plots``, matplotlib imported when drawing), the Chrome trace (``tra
 comparison lines (``compare``), the lanes pictures use (``lanes``) and one palette (``palette``).
 
 May import: numpy, pandas, matplotlib, the foundation modules, ``profiler.timeline`` and
-``profiler.analysis``. Never torch, ``capture``, ``report``, ``nsys``, ``bench`` or ``cli``.
+``profiler.analysis``. Never torch, ``capture``, ``report``, ``nsys``, ``drivers``, ``bench`` or ``cli``.
 """

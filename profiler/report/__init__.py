@@ -4,5 +4,5 @@ process that appends its rows (``journal_process``), the folder lock (``claim``)
 (``merge``) and writing with signals held (``signals``).
 
 May import: numpy, pandas, the foundation modules, ``profiler.timeline``, ``profiler.analysis`` and
-``profiler.render``. Never torch, ``capture``, ``nsys``, ``bench`` or ``cli``.
+``profiler.render``. Never torch, ``capture``, ``nsys``, ``drivers``, ``bench`` or ``cli``.
 """

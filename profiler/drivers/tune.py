@@ -40,9 +40,9 @@ from profiler.analysis.tune import (
     predicted_saving,
     steady_steps,
 )
-from profiler.bench.script import parse_target
-from profiler.bench.trial_process import STDERR, make_folder, run_trial
 from profiler.capture.knobs import Knobs
+from profiler.drivers.script import parse_target
+from profiler.drivers.trial_process import STDERR, make_folder, run_trial
 from profiler.errors import PinprofError, UsageError
 from profiler.names import clean
 from profiler.render.tune import tune_lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from profiler.bench.options import RunOptions
+from profiler.drivers.options import RunOptions
 from profiler.errors import UsageError
 from profiler.units import format_size
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-from profiler.bench import distributed
-from profiler.bench.options import RunOptions
 from profiler.capture import own_threads
 from profiler.capture.devices import rank_info
 from profiler.capture.profiler import TransferProfiler
+from profiler.drivers import distributed
+from profiler.drivers.options import RunOptions
 from profiler.errors import WriteFailed
 from profiler.report import files as report_io
 from profiler.report.folder import write_report

@@ -17,7 +17,7 @@ def calibrate_and_split(
     tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any], echo: Callable[[str], None]
 ) -> pd.DataFrame:
     """Measure (or reuse) pinned/pageable bandwidth at the run's batch sizes, split pageable copies."""
-    from profiler.bench import bandwidth
+    from profiler.drivers import bandwidth
     from profiler.timeline import split
 
     sizes = sorted({int(b) for b in tl.groupby("scenario").bytes.median() if b > 0})

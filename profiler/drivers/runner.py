@@ -1,4 +1,4 @@
-"""``pinprof run``: profile the scenario matrix (``profiler.bench.options``) and write a report folder.
+"""``pinprof run``: profile the scenario matrix (``profiler.drivers.options``) and write a report folder.
 
 The timeline is rewritten atomically after every scenario; on Ctrl-C or SIGTERM the batches measured
 so far are written out and meta.json says ``"partial": true``; when the loop raises, the partial
@@ -19,17 +19,17 @@ import torch
 from torch.utils.data import DataLoader
 
 from profiler.atomic import overwrite_json
-from profiler.bench import datasets, distributed, limits
-from profiler.bench.calibrate import calibrate_and_split
-from profiler.bench.keeping import Progress, appending, keep_current, merge_job, write_failed
-from profiler.bench.options import RunOptions, Scenario, prepare_out, scenarios
-from profiler.bench.workload import GpuWork, busy_cpu
 from profiler.capture import own_threads
 from profiler.capture.clock import now_ms
 from profiler.capture.devices import rank_info, resolve_device
 from profiler.capture.environment import describe
 from profiler.capture.profiler import TransferProfiler
 from profiler.capture.rows import FlushClock, Flusher, JournalWriter
+from profiler.drivers import datasets, distributed, limits
+from profiler.drivers.calibrate import calibrate_and_split
+from profiler.drivers.keeping import Progress, appending, keep_current, merge_job, write_failed
+from profiler.drivers.options import RunOptions, Scenario, prepare_out, scenarios
+from profiler.drivers.workload import GpuWork, busy_cpu
 from profiler.errors import RunFailed, WriteFailed
 from profiler.modes import SPECS
 from profiler.report import disk, meta
@@ -209,7 +209,7 @@ def run_matrix(
 ) -> tuple[Path, str | None]:
     """Run every scenario, write the report folder; returns (folder, what interrupted it or None).
 
-    As one rank of a job (``profiler.bench.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
+    As one rank of a job (``profiler.drivers.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
     The folder is claimed while the run lasts (``profiler.report.claim``).
     """
     limits.check(opts)  # before the folder is made: a refused run leaves nothing behind
@@ -225,7 +225,7 @@ def _run_matrix(
 ) -> tuple[Path, str | None]:
     """Run every scenario, write the report folder; returns (folder, what interrupted it or None).
 
-    As one rank of a job (``profiler.bench.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
+    As one rank of a job (``profiler.drivers.distributed``) it writes ``<out>/rank<k>/`` and rank 0 merges.
     """
     # The data and the device first: a run refused for either leaves no folder behind.
     dataset = datasets.build(

@@ -29,8 +29,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiler.bench import interpreter
-from profiler.bench.interpreter import split_options
 from profiler.capture import auto_hooks, backend, stall
 from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession, TrialDone
@@ -38,6 +36,8 @@ from profiler.capture.devices import rank_info
 from profiler.capture.knobs import Knobs
 from profiler.capture.knobs import apply as apply_knobs
 from profiler.capture.saving import claim_out, report_folder
+from profiler.drivers import interpreter
+from profiler.drivers.interpreter import split_options
 from profiler.errors import UsageError
 from profiler.report import disk, files, meta
 from profiler.report.claim import release
@@ -49,7 +49,7 @@ from profiler.settings import current
 @dataclass(frozen=True)
 class Target:
     """What to run: a script path or a module name, the ``sys.argv`` it sees, and Python's options
-    given before it (``profiler.bench.interpreter``)."""
+    given before it (``profiler.drivers.interpreter``)."""
 
     kind: str  # "path" or "module"
     name: str
