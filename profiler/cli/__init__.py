@@ -2,7 +2,7 @@
 
 Holds: the verbs (``profile``, ``tune``, ``run``, ``nsys``, ``nsys_import``, ``nsys_compare``, ``diagnose``, ``compare``, ``plot``,
 ``trace``, ``bandwidth``, ``merge``), each ``add(sub)`` and ``run(args, argv) -> int``
-(``profiler.cli.args.Verb``), and ``main``. May import every other subpackage, but only inside a
+(``profiler.cli.args.Verb``), and ``main``. May import every other subpackage but ``bench``, only inside a
 verb's ``run``, so that ``--help`` and the reading verbs start without torch.
 
 Exit codes: 0 done; 2 a bad value (argparse's usage errors, and every ``PinprofError`` that is not a
