@@ -120,7 +120,8 @@ def test_an_in_memory_dataset_with_no_workers_is_not_told_to_add_workers(tmp_pat
         tmp_path, "sleepy", "python", str(sleepy), "--one-loader", "--epochs", "1", "--items", "120", "--item-ms", "1"
     )
     change = next(ln for ln in said.splitlines() if ln.startswith("  change:"))
-    assert "verdict: loader bound" in said and "raise num_workers (now 0)" in change, said
+    assert "highly input bound" in said and "verdict: loader bound" in said, said
+    assert "raise num_workers (now 0)" in change, said
 
 
 def test_the_loader_remedy_with_no_workers_follows_the_handoff() -> None:
