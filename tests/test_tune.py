@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from profiler.analysis.diagnose import diagnose
+from profiler.analysis.stats import t975
 from profiler.analysis.tune import (
     Run,
     _rel_se,
@@ -25,7 +26,6 @@ from profiler.analysis.tune import (
     noise,
     predicted_saving,
     steady_steps,
-    t975,
     winner,
 )
 from profiler.capture.knobs import Knobs, apply

@@ -5,6 +5,8 @@ uncertainty of a mean as often as it overstates it)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 Z95 = 1.959964
@@ -65,17 +67,25 @@ def ratio_interval(num: np.ndarray, den: np.ndarray) -> tuple[float, float]:
     return center - half, center + half
 
 
+def welch(parts: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The error of a sum of independent errors ``(error, dof)``, and Student's t quantile for it at
+    Welch-Satterthwaite's degrees of freedom, (sum v)^2 / sum(v^2 / dof), v = error^2. Parts that are
+    NaN (unknown) or 0 are left out (a part of no error adds nothing to either sum); none left: (0, Z95)."""
+    known = [(e * e, d) for e, d in parts if np.isfinite(e) and e > 0]
+    var = sum(v for v, _ in known)
+    if var <= 0:
+        return 0.0, Z95
+    dof = var**2 / sum(v * v / d for v, d in known) if all(np.isfinite(d) and d > 0 for _, d in known) else np.inf
+    return float(np.sqrt(var)), t975(dof)
+
+
 def difference_interval(before: np.ndarray, after: np.ndarray) -> float:
     """The half-width of the 95% interval of ``mean(after) - mean(before)``, each a handful of
-    independent runs' figures (Welch's interval: the two sides' variances need not be equal, and the
-    degrees of freedom are Welch-Satterthwaite's). This is the between-run noise: what a change must
-    beat to be told from the machine's drift between runs. NaN under two runs a side."""
+    independent runs' figures (Welch's interval: the two sides' variances need not be equal). This is
+    the between-run noise: what a change must beat to be told from the machine's drift between runs.
+    NaN under two runs a side."""
     b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     if len(b) < 2 or len(a) < 2:
         return float("nan")
-    vb, va = float(np.var(b, ddof=1)) / len(b), float(np.var(a, ddof=1)) / len(a)
-    se2 = vb + va
-    if se2 == 0:
-        return 0.0
-    df = se2**2 / (vb**2 / (len(b) - 1) + va**2 / (len(a) - 1))
-    return t975(df) * float(np.sqrt(se2))
+    error, t = welch([(float(np.std(x, ddof=1)) / np.sqrt(len(x)), len(x) - 1.0) for x in (b, a)])
+    return t * error

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from profiler.analysis.findings import Diagnosis
-from profiler.analysis.stats import Z95, t975
+from profiler.analysis.stats import welch
 
 BASELINE = "baseline"
 
@@ -94,18 +94,6 @@ def _rel_se(x: np.ndarray) -> tuple[float, float]:
     return float(np.std(blocks, ddof=1) / np.sqrt(k) / np.mean(x)), float(k - 1)
 
 
-def _interval(parts: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """The relative error of a sum of independent relative errors ``(error, dof)``, and the t quantile
-    for it: Welch-Satterthwaite's degrees of freedom, (sum v)^2 / sum(v^2 / dof), v = error^2. Parts
-    that are NaN (unknown) are left out."""
-    known = [(e * e, d) for e, d in parts if np.isfinite(e) and e > 0]
-    var = sum(v for v, _ in known)
-    if var <= 0:
-        return 0.0, Z95
-    dof = var**2 / sum(v * v / d for v, d in known) if all(np.isfinite(d) and d > 0 for _, d in known) else np.inf
-    return float(np.sqrt(var)), t975(dof)
-
-
 def noise(runs: Sequence[Run]) -> float:
     """Run-to-run noise: the relative standard deviation of the baseline runs' means (NaN with
     fewer than two)."""
@@ -151,7 +139,7 @@ def judge(runs: Sequence[Run], predicted: Mapping[str, float] | None = None) -> 
         parts += [(se / len(near), d) for se, d in (_rel_se(b.steps_ms) for b in near)]
         if not np.isnan(run_sd):
             parts.append((run_sd * np.sqrt(1 + 1 / len(near)), float(len(base) - 1)))
-        rel, t = _interval(parts)
+        rel, t = welch(parts)
         speedup = ref / step
         lo, hi = speedup * np.exp(-t * rel), speedup * np.exp(t * rel)
         verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no measurable difference"
