@@ -583,11 +583,6 @@ class AutoSession:
             self._training.add(key)
             return None
         older_trained = False
-        # A loop that copies its batches trains none before its copy; one that never copies them (a
-        # model on the host, no .to()) trains them as they come. Read as uncopied, no batch of such a
-        # loop was ever trained, its loader (seen to train by the backward owed to its first batch)
-        # held every later row open: all of them ended at the run's end, batch_ms 0 from the third.
-        copying = any(r["copies"] for p, r in self.flight if p is prof)
         for p, rec in self.flight:
             # A batch not copied yet is not the one trained (a window's later batches are copied as
             # they are used; the first window's, fetched before any backward was seen, may have been
@@ -597,7 +592,14 @@ class AutoSession:
             if _trained(rec):
                 older_trained = True
                 continue
-            if rec.get("_stepped") or (copying and not rec["copies"]):
+            if rec.get("_stepped"):
+                continue
+            if not rec["copies"] and any(r["copies"] for q, r in self.flight if q is prof):
+                # A loop that copies its batches trains none before its copy; one that never copies
+                # them (a model on the host, no .to()) trains them as they come. Read as uncopied, no
+                # batch of such a loop was ever trained, and its loader (seen to train by the backward
+                # owed to its first batch) held every later row open to the run's end. Asked only of
+                # an uncopied batch: a GPU loop's backward never pays for it.
                 continue
             if rec is newest and older_trained and rec["call_e"] < before and self._ahead.get(key) != FETCH_AHEAD:
                 # The newest batch, copied before the backward before this one, which trained an older
