@@ -140,6 +140,39 @@ def unpaired(before: pd.DataFrame, after: pd.DataFrame, matched: list[tuple[str,
     ]
 
 
+def _judged(
+    pair: tuple[str, str],
+    p: str,
+    means: tuple[float, float],
+    medians: tuple[float, float],
+    noise: float,
+    batches: tuple[int, int],
+    runs: tuple[int, int] = (1, 1),
+) -> PhaseChange:
+    """The change of phase ``p`` from the pair's before scenario to its after, judged against ``noise``."""
+    delta = float(means[1] - means[0])
+    # no noise at all (every batch the same on both sides): a difference is one, but no multiple
+    ratio = abs(delta) / noise if noise > 0 else (float("nan") if delta else 0.0)
+    measurable = bool(ratio > 1.0) or (noise == 0 and delta != 0)
+    return PhaseChange(
+        pair[0],
+        pair[1],
+        p,
+        float(means[0]),
+        float(means[1]),
+        float(medians[0]),
+        float(medians[1]),
+        delta,
+        noise,
+        ratio,
+        measurable,
+        batches[0],
+        batches[1],
+        runs[0],
+        runs[1],
+    )
+
+
 def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange], list[tuple[str, str, bool]]]:
     """Every (pair, phase) measured on both sides (module docstring), and the pairs."""
     sb, sa = _steady(before), _steady(after)
@@ -156,27 +189,9 @@ def compare(before: pd.DataFrame, after: pd.DataFrame) -> tuple[list[PhaseChange
             vb, va = _values(before, col, ib), _values(after, col, ia)
             if not len(vb) or not len(va):
                 continue
-            delta = float(va.mean() - vb.mean())
             noise = max(spread_ms(vb), spread_ms(va), floor)
-            # no noise at all (every batch the same on both sides): a difference is one, but no multiple
-            ratio = abs(delta) / noise if noise > 0 else (float("nan") if delta else 0.0)
-            out.append(
-                PhaseChange(
-                    x,
-                    y,
-                    p,
-                    float(vb.mean()),
-                    float(va.mean()),
-                    float(np.median(vb)),
-                    float(np.median(va)),
-                    delta,
-                    noise,
-                    ratio,
-                    bool(ratio > 1.0) or (noise == 0 and delta != 0),
-                    len(vb),
-                    len(va),
-                )
-            )
+            means, medians = (vb.mean(), va.mean()), (np.median(vb), np.median(va))
+            out.append(_judged((x, y), p, means, medians, noise, (len(vb), len(va))))
     return out, matched
 
 
@@ -205,28 +220,10 @@ def compare_runs(
             if len(vb) < 2 or len(va) < 2:
                 continue
             mb, ma = np.array([v.mean() for v in vb]), np.array([v.mean() for v in va])
-            delta = float(ma.mean() - mb.mean())
             noise = max(difference_interval(mb, ma), floor)
-            ratio = abs(delta) / noise if noise > 0 else (float("nan") if delta else 0.0)
-            out.append(
-                PhaseChange(
-                    x,
-                    y,
-                    p,
-                    float(mb.mean()),
-                    float(ma.mean()),
-                    float(np.median([np.median(v) for v in vb])),
-                    float(np.median([np.median(v) for v in va])),
-                    delta,
-                    noise,
-                    ratio,
-                    bool(ratio > 1.0) or (noise == 0 and delta != 0),
-                    sum(len(v) for v in vb),
-                    sum(len(v) for v in va),
-                    len(vb),
-                    len(va),
-                )
-            )
+            medians = (np.median([np.median(v) for v in vb]), np.median([np.median(v) for v in va]))
+            batches = (sum(len(v) for v in vb), sum(len(v) for v in va))
+            out.append(_judged((x, y), p, (mb.mean(), ma.mean()), medians, noise, batches, (len(vb), len(va))))
     return out, matched
 
 

@@ -89,9 +89,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     before, after = befores[0], afters[0]
     # Each run read with the columns the comparison needs and its start-up batches flagged, one after
     # the other: two 1,000,000-row timelines whole held 2.6 GB.
-    before_tls = [_steady(p)[0] for p in befores]
+    read_b = [_steady(p) for p in befores]
+    before_tls, fb = [tl for tl, _, _ in read_b], read_b[0][1]
     after_tls = [_steady(p)[0] for p in afters]
-    fb = files.resolve_timeline_path(before).parent
+    del read_b
     changes, matched = compare_runs(before_tls, after_tls)
     said = f"{before} and {after}" if len(befores) == 1 else f"{len(befores)} runs before and {len(afters)} after"
     if not matched:
