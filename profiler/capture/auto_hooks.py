@@ -33,6 +33,7 @@ from torch.optim import optimizer as _optimizer
 from torch.utils.data import dataloader as _dataloader
 
 from profiler.capture.auto_session import AutoSession
+from profiler.capture.dense import needs_layout, needs_layout_into
 
 _Iter = _dataloader._BaseDataLoaderIter
 _LAZY = _parameter.UninitializedTensorMixin  # type: ignore[attr-defined]  # not in torch's stubs
@@ -197,18 +198,36 @@ def _timed_copy(
     call: Callable[[], Any],
     alt_bytes: int | None,
     t0: int,
+    made: Callable[[], torch.Tensor] | None = None,
+    relay: Callable[[torch.Tensor], Any] | None = None,
 ) -> Any:
+    """The user's copy ``call`` of ``src``, timed around (CUPTI's records or the events time its GPU
+    side). ``made``, ``relay``, given where torch would make ``src`` contiguous inside the call
+    (``profiler.capture.dense``): that layout copy, and the user's call on another source. The layout
+    copy is then made here, timed and ranged (NVTX ``layout`` inside ``h2d``), and the user's call
+    copies the dense tensor: ``layout_ms`` apart from the copy proper, whose call time
+    (``h2d_call_ms``) starts where the layout copy ended."""
     prof, rec = s.cur  # type: ignore[misc]  # a recorded copy: a batch is current
+    if relay is None:
+        made = None
     if not s.cuda or "_calls" in rec:
         # No event times the copy (CUPTI's records do, or a CPU device): the host clock around the call
         # is all it needs, so copy_begin's events and their tuple are left out (``copy_noted``), a
         # call less on every copy of the batch.
         prof.nvtx.push("h2d")
         t1 = perf_counter_ns()
-        out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
-        t2 = perf_counter_ns()
+        if made is None:
+            out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
+            t2 = perf_counter_ns()
+            copied, driver = src, t1
+        else:
+            copied, driver = _relaid(prof, made)
+            out = relay(copied)  # type: ignore[misc]
+            t2 = perf_counter_ns()
         try:
-            s.copy_noted(prof, rec, src, non_blocking, alt_bytes, t1, t2)
+            s.copy_noted(prof, rec, copied, non_blocking, alt_bytes, driver, t2)
+            if copied is not src:
+                s.layout_noted(src, t1, driver)
         except Exception as err:
             _fail(err)
         rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out
@@ -219,14 +238,32 @@ def _timed_copy(
         _fail(err)
         return call()
     t1 = perf_counter_ns()
-    out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
+    if made is None:
+        out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
+        copied = src
+    else:
+        copied, driver = _relaid(prof, made)
+        began = (*began[:3], driver / 1e6)  # the call's own time starts after the layout copy
+        out = relay(copied)  # type: ignore[misc]
     t2 = perf_counter_ns()
     try:  # _guarded's work, written out: a frame less on every copy
-        s.copy_end(began, src, non_blocking, t2)
+        s.copy_end(began, copied, non_blocking, t2)
+        if copied is not src:
+            s.layout_noted(src, t1, driver)
     except Exception as err:
         _fail(err)
     rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out
     return out
+
+
+def _relaid(prof: Any, made: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """The layout copy ``made()`` in an NVTX ``layout`` range: the dense tensor, and when the copy
+    proper begins (``perf_counter_ns``)."""
+    prof.nvtx.push("layout")
+    dense = made()
+    t = perf_counter_ns()
+    prof.nvtx.pop()
+    return dense, t
 
 
 def _copy(
@@ -239,16 +276,28 @@ def _copy(
     call: Callable[[], Any],
     t0: int,
     aimed: bool = False,
+    relay: Callable[[torch.Tensor], Any] | None = None,
 ) -> Any:
     """A ``.to()``/``.cuda()`` of ``src`` in a batch: pinprof's own copy when it can make it
     (``AutoSession.copy_pinned``), else the user's ``call`` timed around; if pinprof fails on the
     way, the user's call runs instead, once. ``t0``: when the hook was entered (``perf_counter_ns``).
-    pinprof's own copy stands for the user's: it counts as the copy, not as pinprof's time."""
+    pinprof's own copy stands for the user's: it counts as the copy, not as pinprof's time.
+    ``relay``: the user's call on another source, given for a non-contiguous ``src``: where torch
+    would make ``src`` contiguous inside the call, the hooks make that copy (``_timed_copy``)."""
     if not aimed and len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[index]  # the copy is its tensor's batch's
-        return _aimed(s, src, call, lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True))
+        again = lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True, relay)  # noqa: E731
+        return _aimed(s, src, call, again)
+    made = None
+    if relay is not None and s.cuda and not extra and (dtype is None or dtype == src.dtype):
+        try:
+            if needs_layout(src):
+                made = src.contiguous
+        except Exception as err:
+            _fail(err)
     # takes_over's first tests, here: with CUPTI (its records time the user's own copy) or on a CPU
-    # device it is never asked, a call less on every copy
-    if non_blocking and s.cuda and "_calls" not in s.cur[1]:  # type: ignore[index]
+    # device it is never asked, a call less on every copy; a layout copy is never taken over (its
+    # events would time torch's layout copy as the DMA)
+    if made is None and non_blocking and s.cuda and "_calls" not in s.cur[1]:  # type: ignore[index]
         try:
             if s.takes_over(src, device, dtype, extra):
                 return s.copy_pinned(src)
@@ -256,7 +305,7 @@ def _copy(
             _fail(err)
             return call()
     alt = None if dtype is None or dtype == src.dtype else src.numel() * dtype.itemsize
-    return _timed_copy(s, src, non_blocking, call, alt, t0)
+    return _timed_copy(s, src, non_blocking, call, alt, t0, made, relay)
 
 
 def _aimed(s: AutoSession, src: torch.Tensor, call: Callable[[], Any], copy: Callable[[], Any]) -> Any:
@@ -311,8 +360,12 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     if s.force_non_blocking and not non_blocking and not extra and s.cuda and self.is_pinned():
         # pinprof tune's trial of non_blocking=True (profiler.capture.knobs): the same copy, asked so
         forced = lambda: original(self, device, _dtype, non_blocking=True)  # noqa: E731
-        return _copy(s, self, device, _dtype, False, True, forced, t0)
-    return _copy(s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)
+        again = None if self.is_contiguous() else lambda t: original(t, device, _dtype, non_blocking=True)
+        return _copy(s, self, device, _dtype, False, True, forced, t0, False, again)
+    relay = None if self.is_contiguous() else lambda t: original(t, *args, **kwargs)  # see _copy
+    return _copy(
+        s, self, device, _dtype, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0, False, relay
+    )
 
 
 def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -329,7 +382,9 @@ def _cuda(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     if s.force_non_blocking and not non_blocking and not extra and self.is_pinned():  # type: ignore[union-attr]
         # pinprof tune's trial of non_blocking=True (profiler.capture.knobs)
         return _copy(s, self, device, None, False, True, lambda: original(self, device, non_blocking=True), t0)  # type: ignore[arg-type]
-    return _copy(s, self, device, None, extra, bool(non_blocking), lambda: original(self, *args, **kwargs), t0)  # type: ignore[arg-type]
+    relay = None if self.is_contiguous() else lambda t: original(t, *args, **kwargs)  # see _copy
+    call = lambda: original(self, *args, **kwargs)  # noqa: E731
+    return _copy(s, self, device, None, extra, bool(non_blocking), call, t0, False, relay)  # type: ignore[arg-type]
 
 
 def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
@@ -339,10 +394,19 @@ def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
     t0 = perf_counter_ns()
     non_blocking = kwargs.get("non_blocking", args[0] if args else False)
     alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
+    call = lambda: original(self, src, *args, **kwargs)  # noqa: E731
+    made = relay = None
+    if not src.is_contiguous():  # torch may make it contiguous inside the call: made here, timed (_timed_copy)
+        try:
+            if needs_layout_into(self, src):
+                made = lambda: src.expand_as(self).contiguous()  # noqa: E731
+                relay = lambda t: original(self, t, *args, **kwargs)  # noqa: E731
+        except Exception as err:
+            _fail(err)
+    copy = lambda: _timed_copy(s, src, bool(non_blocking), call, alt, t0, made, relay)  # type: ignore[arg-type]  # noqa: E731
     if len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[union-attr,index]  # the copy is its source's batch's
-        call = lambda: original(self, src, *args, **kwargs)  # noqa: E731
-        return _aimed(s, src, call, lambda: _timed_copy(s, src, bool(non_blocking), call, alt, t0))  # type: ignore[arg-type]
-    return _timed_copy(s, src, bool(non_blocking), lambda: original(self, src, *args, **kwargs), alt, t0)  # type: ignore[arg-type,union-attr]
+        return _aimed(s, src, call, copy)  # type: ignore[arg-type]
+    return copy()
 
 
 def _pin_memory(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from profiler.capture import auto_hooks, own_threads
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.devices import rank_info
@@ -46,8 +48,11 @@ def write_session_report(
     exit_status: int | None = None,
     plots: bool = True,
     echo: Callable[[str], None] = print,
+    split: Callable[[pd.DataFrame, dict[str, Any]], pd.DataFrame] | None = None,
 ) -> Path:
-    """Close ``session`` and write its report; returns the folder this process wrote."""
+    """Close ``session`` and write its report; returns the folder this process wrote. ``split``: fills
+    the split of the events' copies (``dma_ms``, ``hidden_stage_ms``) and notes what it measured for
+    it in meta.json's fields (``drivers.calibrate.split_profiled``)."""
     tl = session.close()
     ranks = rank_info()
     folder = report_folder(out)
@@ -70,6 +75,11 @@ def write_session_report(
         from profiler.capture import backend
 
         backend.say(echo)
+    if split is not None and not tl.empty:
+        try:
+            tl = split(tl, info)
+        except Exception as err:  # the recording stands without the split: said, and kept
+            echo(f"pinprof: the events' copies are not split into staging and DMA ({type(err).__name__}: {err})")
     for scenario, seen in session.patterns.summary().items():
         if seen["pattern"] != "plain":
             echo(
@@ -89,11 +99,14 @@ def write_session_report(
 
 
 def _loaders(session: AutoSession) -> dict[str, dict[str, Any]]:
-    """meta.json's ``loaders``: each loader's pattern (``in_flight.Patterns``) and how busy its
-    workers were (``workers.WorkerWatch``), where they were read."""
+    """meta.json's ``loaders``: each loader's pattern (``in_flight.Patterns``), how busy its
+    workers were (``workers.WorkerWatch``), where they were read, and the leaves of its batches that
+    the loop's copies had to make contiguous (``layout_leaves``: ``dense.Leaves``)."""
     out = session.patterns.summary()
     for scenario, busy in session.workers.summary().items():
         out.setdefault(scenario, {}).update(busy)
+    for scenario, leaves in session.leaves.summary().items():
+        out.setdefault(scenario, {})["layout_leaves"] = leaves
     return out
 
 

@@ -45,6 +45,7 @@ from profiler.capture import backend, own_threads, rows, trial
 from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
+from profiler.capture.dense import Leaves, leaf_path
 from profiler.capture.devices import resolve_device
 from profiler.capture.in_flight import BY_NEXT, BY_STEP, HOLD, LOOKS, Mark, Patterns, owner, storages
 from profiler.capture.loop import arrived, fetch_begin, fetch_end
@@ -260,6 +261,10 @@ class AutoSession:
         self._ending: list[_Ending] = []
         self.patterns = Patterns()
         self.workers = WorkerWatch()  # how busy each loader's worker processes are (meta.json's loaders)
+        self.leaves = Leaves()  # the leaves whose layout copies the hooks made (meta.json's loaders)
+        # Each loader's latest batch, to name the leaf of a layout copy (dense.leaf_path): one batch a
+        # loader, the one the loop holds anyway.
+        self._batches: dict[int, Any] = {}
         self.steps = 0  # optimizer steps seen on the main thread
         self._last_close = float("-inf")  # host ms where the latest row closed
         self._fetched_since_step = True  # a next() since the last step that closed a row
@@ -366,6 +371,7 @@ class AutoSession:
             self.flight = keep
         arrived(rec, batch)
         rec["batch_s"] = rec["fetch_s"]
+        self._batches[id(prof)] = batch
         # Another batch may come into flight before this one's copies: a copy is then of either, or of
         # neither (a scalar the step logs), so this one's tensors are read, for a loader's first LOOKS
         # batches, and for good once a copy was found of an older batch. Read only once a second batch
@@ -1001,7 +1007,8 @@ class AutoSession:
         call: the copy added to the current batch ``rec`` of ``prof`` as ``copy_end`` adds it.
         ``alt_bytes``: the copy's size in the dtype it was asked for, when it converts (torch may convert
         before the copy); CUPTI's record may have either size. ``call_s_ns``, ``call_e_ns``:
-        ``perf_counter_ns`` around the user's call. Kept apart from
+        ``perf_counter_ns`` around the user's call (from the end of the layout copy the hooks made inside it,
+        if they made one: ``layout_ms`` is a phase of its own). Kept apart from
         ``copy_end`` because every copy of a profiled loop comes here: ``account`` and
         ``note_memory`` are written out (a call each less), and no event is recorded."""
         if self.steps and len(self.flight) > 1:  # _bump marks nothing before the first step
@@ -1036,6 +1043,16 @@ class AutoSession:
         if prof.mode == "auto":
             prof.mode = copy_mode(pinned, non_blocking)
 
+    def layout_noted(self, src: torch.Tensor, start_ns: int, end_ns: int) -> None:
+        """The layout copy the hooks made of ``src`` for the current batch's copy, from ``start_ns`` to
+        ``end_ns`` (``perf_counter_ns``): the batch's layout interval, and the leaf it was made for."""
+        prof, rec = self.cur  # type: ignore[misc]
+        account(rec, "layout_s", "layout_sum", "layout_e", start_ns / 1e6, end_ns / 1e6)
+        batch = self._batches.get(id(prof))
+        path = leaf_path(batch, src) if batch is not None else ""
+        pinned = self.cuda and src.is_pinned()
+        self.leaves.note(str(prof.scenario), path, src, pinned, (end_ns - start_ns) / 1e6)
+
     def pin_end(self, start: float) -> None:
         """A ``pin_memory()`` the main thread made inside the current batch, from ``start`` (host ms)
         to now: the batch's pin interval (first start, last end)."""
@@ -1052,6 +1069,7 @@ class AutoSession:
         # closed after, the last row of each loop held that wait (224-258 ms for 160-200 in a
         # fresh-clone CI run on the 2-core machine).
         self.close_in_flight()
+        self._batches.clear()  # the latest batches, held to name leaves: let go
         self.workers.sample()  # the last reading of workers still running (persistent ones)
         self.stop_writer()
         PIN_HOOK.uninstall()
