@@ -48,6 +48,7 @@ def replay() -> tuple[dict[str, pd.DataFrame], Stats]:
                 "compute_ms": cols["comp_gsum"],
                 "src_memory": cols["src_memory"],
                 "gpu_clock": cols["gpu_clock"],
+                "hidden_stage_ms": cols["stage_gsum"],
             }
         )
         assert store.first_waiting() is None
@@ -135,6 +136,23 @@ def test_copies_bytes_and_memory_kind_of_the_recorded_rows() -> None:
     assert set(tl[tl.scenario == "Tokens/bs64/w2"].bytes) == {64 * 512 * 8 + 64 * 8}
     assert (tl[tl.scenario == "Tokens/bs64/w2"].copies == 2).all()
     assert (tl.h2d_gpu_ms <= tl.h2d_ms + 1e-9).all() and (tl.h2d_gpu_ms > 0).all()
+
+
+def test_the_drivers_staging_of_the_recorded_pageable_copies_and_none_of_the_pinned() -> None:
+    got, _ = replay()
+    buffers, meta = cupti_replay.load(DATA / "recording.npz")
+    pageable, pinned = got["pageable"], pd.concat([got["pinned_nb"], got["auto"]])
+    assert (pinned.hidden_stage_ms == 0).all()  # measured: a pinned copy has no staging, not "unknown"
+    assert (pageable.hidden_stage_ms > 0).all()
+    # staging and DMA make up the span from the call's start to the later of its return and its DMA's
+    # end: at least the call (one 256 KiB copy a batch), and more only by a DMA that ends past the
+    # return (none here: the call returned after its DMA, 48 us against the DMA's 7 us)
+    spans = {b["row"]: b["calls"][0][:2] for b in meta["batches"] if b["loop"] == "pageable"}
+    for row, (s, e) in spans.items():
+        staged, dma = pageable.hidden_stage_ms[row], pageable.h2d_gpu_ms[row]
+        assert staged + dma == pytest.approx((e - s) / 1e6, abs=1e-6)
+    # on the H200 most of a 256 KiB pageable copy is the driver's staging, not the DMA
+    assert (pageable.hidden_stage_ms > pageable.h2d_gpu_ms).mean() > 0.5
 
 
 # -- the rules on made-up records -------------------------------------------------------------------

@@ -48,7 +48,7 @@ def note_memory(rec: dict[str, Any], kind: str, out: Any) -> Any:
 
 _H, _G = len(NUMERIC), len(RAW_GPU)
 _GPU_NAN = (NAN,) * _G
-_GS, _GE, _CS, _CE, _GSUM, _CSUM, _CLOCK, _CK = (RAW_GPU.index(k) for k in RAW_GPU)
+_GS, _GE, _CS, _CE, _GSUM, _CSUM, _CLOCK, _CK, _SSUM = (RAW_GPU.index(k) for k in RAW_GPU)
 
 
 # Rows kept as their records until written into the arrays: past this many, ``append`` writes them
@@ -134,12 +134,12 @@ class Store:
     def set_cupti(
         self,
         row: int,
-        h2d: tuple[float, float, float] | None,
+        h2d: tuple[float, ...] | None,
         src: str | None,
         comp: tuple[float, float, float, int],
     ) -> None:
         """``row``'s GPU fields from CUPTI's records, host ms: the copies' (first start, last end, summed
-        time), the DMA's source memory as CUPTI names it, the step's kernels' (first start, last end,
+        time, and the driver's staging of the pageable ones where it was read), the DMA's source memory as CUPTI names it, the step's kernels' (first start, last end,
         busy time, how many); NaN stays for what no record showed. Called in row order."""
         if row >= len(self._kinds):
             self._fold()
@@ -148,7 +148,9 @@ class Store:
         if len(gpu) < base + _G:
             return  # a row torn by a signal, dropped since
         if h2d is not None:
-            gpu[base + _GS], gpu[base + _GE], gpu[base + _GSUM] = h2d
+            gpu[base + _GS], gpu[base + _GE], gpu[base + _GSUM] = h2d[:3]
+            if len(h2d) > 3:
+                gpu[base + _SSUM] = h2d[3]
         gpu[base + _CS], gpu[base + _CE], gpu[base + _CSUM], gpu[base + _CK] = comp
         gpu[base + _CLOCK] = CUPTI_CLOCK
         if src is not None and row < len(self._kinds):

@@ -26,3 +26,29 @@ def calibrate_and_split(
     report_io.write_csv(cal, out / report_io.CALIBRATION)
     info["calibration"] = cal.to_dict(orient="list")
     return split.apply(tl, cal)
+
+
+def split_profiled(
+    tl: pd.DataFrame, device: torch.device, info: dict[str, Any], echo: Callable[[str], None]
+) -> pd.DataFrame:
+    """``pinprof profile``'s split of the batches the events timed (CUPTI's rows are split as measured,
+    ``profiler.timeline.split``): pinned batches read their copies' time as the DMA; batches with a
+    pageable copy are split by the pinned rate calibrated at their sizes (cached; meta.json's
+    ``calibration``). Rows stay as they are off a GPU or with no events row to split."""
+    from profiler.drivers import bandwidth
+    from profiler.timeline import split
+
+    if device.type != "cuda" or tl.empty or "gpu_clock" not in tl:
+        return tl
+    events = tl[(tl.gpu_clock == "events") & (tl.bytes > 0)]
+    if events.empty:
+        return tl
+    tl = split.pinned_as_measured(tl)
+    staged = events[events.src_memory.isin(["pageable", "mixed"])]
+    if staged.empty:
+        return tl
+    sizes = sorted({int(b) for b in staged.groupby("scenario").bytes.median() if b > 0})
+    echo(f"pinprof: calibrating pinned bandwidth at {len(sizes)} size(s) to split the pageable copies (cached)")
+    cal = bandwidth.calibration(sizes, device)
+    info["calibration"] = cal.to_dict(orient="list")
+    return split.apply(tl, cal)

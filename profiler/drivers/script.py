@@ -37,6 +37,7 @@ from profiler.capture.knobs import Knobs
 from profiler.capture.knobs import apply as apply_knobs
 from profiler.capture.saving import claim_out, report_folder
 from profiler.drivers import interpreter
+from profiler.drivers.calibrate import split_profiled
 from profiler.drivers.interpreter import split_options
 from profiler.errors import UsageError
 from profiler.report import disk, files, meta
@@ -308,6 +309,7 @@ def profile(
                 exit_status=code,
                 plots=plots,
                 echo=echo,
+                split=lambda tl, info: split_profiled(tl, session.device, info, echo),
             )
         except OSError as err:  # a full disk: what the journal kept stays, the program's status is returned
             journal = session.journal

@@ -87,7 +87,17 @@ def build_timeline(
     _interval(out, "h2d", h2d_s, h2d_e)
     out["h2d_gpu_ms"] = h2d_gpu
     out["h2d_call_ms"] = np.where(np.isnan(f["call_s"]), np.nan, summed["call_sum"])
-    out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)
+    if on_gpu:
+        # CUPTI's rows: the DMA is its memcpy records' own time, the staging the recorder read around
+        # them (``recorder.staging_ns``); the events' rows stay empty until a calibration splits them
+        # (``profiler.timeline.split``).
+        out["dma_ms"] = np.where(cupti, gsum, np.nan)
+        stage = raw.get("stage_gsum")
+        out["hidden_stage_ms"] = (
+            np.where(cupti, np.asarray(stage, dtype=float), np.nan) if stage is not None else np.full(n, np.nan)
+        )
+    else:
+        out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)
     _interval(out, "cpu_work", f["cpu_s"], f["cpu_e"], summed["cpu_sum"])
     _interval(out, "compute", comp_s, comp_e, comp_ms)
     _wait(out, f, summed["call_sum"], sync, h2d_e)

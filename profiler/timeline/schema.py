@@ -165,7 +165,8 @@ COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 # durations of a phase entered several times). GPU times: with CUDA events (``gpu_clock`` NaN), ms
 # elapsed since the first anchor event; from CUPTI's records (``gpu_clock`` 1), host ms already.
 # ``h2d_gsum`` the copies' GPU durations summed, ``comp_gsum`` the step's kernels' busy time and
-# ``comp_kernels`` their number (CUPTI only; NaN when absent).
+# ``comp_kernels`` their number, ``stage_gsum`` the driver's staging of the batch's pageable copies
+# (``profiler.capture.cupti.recorder``'s ``staging``) (CUPTI only; NaN when absent).
 RAW_HOST = (
     "batch_s",
     "batch_e",
@@ -191,7 +192,17 @@ RAW_HOST = (
     "request",
     "own_sum",
 )
-RAW_GPU = ("h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum", "comp_gsum", "gpu_clock", "comp_kernels")
+RAW_GPU = (
+    "h2d_gs",
+    "h2d_ge",
+    "comp_gs",
+    "comp_ge",
+    "h2d_gsum",
+    "comp_gsum",
+    "gpu_clock",
+    "comp_kernels",
+    "stage_gsum",
+)
 # Raw pin-step measures (``profiler.capture.pin_hook``): ms of thread CPU time, page faults, pinned
 # allocations and ms in them; NaN when the batch was not pinned while the hook was installed.
 RAW_PIN = ("pin_cpu", "pin_faults", "pin_allocs", "pin_alloc")

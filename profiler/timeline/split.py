@@ -6,6 +6,10 @@ through its own small pinned buffers and DMAs each piece. No event can sit betwe
     dma_ms          = bytes / (pinned H2D bandwidth at that size, calibrated on this machine)
     hidden_stage_ms = h2d_gpu_ms - dma_ms   (clipped at 0; h2d_ms in files without h2d_gpu_ms)
 
+With CUPTI's records the split is measured, not modelled: the timeline's ``dma_ms`` is the memcpy
+records' own time and ``hidden_stage_ms`` the staging read around them
+(``profiler.capture.cupti.recorder.staging_ns``); ``apply`` leaves those rows as they are.
+
 Assumptions: the DMA of pageable data runs at the pinned rate (the same engine over the same link);
 everything else in ``h2d_ms`` is the CPU-side staging, including the pipeline bubbles between the
 driver's pieces, which are staging's cost too. The CUPTI counterpart is the span from the start of
@@ -14,8 +18,10 @@ start) to the end of its memcpy record (the last DMA), minus CUPTI's own record 
 the same size. Not the API call's duration alone: the call returns once the last piece is staged,
 before that piece's DMA ends (on the H200 the span exceeded the call by a near-constant ~70 us
 from 1 to 64 MiB). ``tests/test_gpu_split.py`` checks the two agree batch by batch.
-Only rows with ``src_memory == "pageable"`` and a measured ``h2d_ms`` are
-filled; others stay empty.
+Only rows with ``src_memory`` ``pageable`` or ``mixed`` (a batch with one pageable leaf or more: its
+pinned leaves' DMA is modelled at the same rate), a measured ``h2d_ms`` and no split yet are filled;
+others stay empty. A layout copy timed inside the copy's events (``layout_ms``: ``pinprof profile``'s
+hooks make it between them) is not staging, and is taken off.
 """
 
 from __future__ import annotations
@@ -34,12 +40,23 @@ def pinned_ms(nbytes: np.ndarray, calibration: pd.DataFrame) -> np.ndarray:
 def apply(tl: pd.DataFrame, calibration: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``tl`` with ``dma_ms`` and ``hidden_stage_ms`` filled for pageable copies."""
     out = tl.copy()
-    rows = (out.src_memory == "pageable") & out.h2d_ms.notna() & (out.bytes > 0)
+    rows = out.src_memory.isin(["pageable", "mixed"]) & out.h2d_ms.notna() & (out.bytes > 0) & out.dma_ms.isna()
     if not rows.any() or calibration.empty:
         return out
     dma = pinned_ms(out.loc[rows, "bytes"].to_numpy(), calibration)
     out.loc[rows, "dma_ms"] = dma
     # The copies' own GPU time: with several copies per batch, h2d_ms also spans the gaps between them.
     gpu = out.h2d_gpu_ms.where(out.h2d_gpu_ms.notna(), out.h2d_ms)
-    out.loc[rows, "hidden_stage_ms"] = np.clip(gpu[rows].to_numpy() - dma, 0.0, None)
+    layout = out.layout_ms.fillna(0.0) if "layout_ms" in out else 0.0
+    out.loc[rows, "hidden_stage_ms"] = np.clip((gpu - layout)[rows].to_numpy() - dma, 0.0, None)
+    return out
+
+
+def pinned_as_measured(tl: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``tl`` whose pinned batches timed by the events read their copies' GPU time as the DMA
+    (an asynchronous copy from pinned memory is the DMA alone, between its events) and no staging."""
+    out = tl.copy()
+    rows = (out.src_memory == "pinned") & out.h2d_gpu_ms.notna() & out.dma_ms.isna() & (out.gpu_clock == "events")
+    out.loc[rows, "dma_ms"] = out.loc[rows, "h2d_gpu_ms"]
+    out.loc[rows, "hidden_stage_ms"] = 0.0
     return out

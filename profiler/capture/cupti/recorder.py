@@ -142,6 +142,24 @@ def _copies(mem: dict[str, list[int]], ks: list[int]) -> tuple[tuple[float, floa
     return times, kinds.pop() if len(kinds) == 1 else "mixed"
 
 
+NAN = float("nan")
+PAGEABLE = 1  # CUpti_ActivityMemoryKind of pageable host memory (layout.MEMORY_KINDS)
+
+
+def staging_ns(call_s: int, call_e: int, ks: list[int], mem: dict[str, list[int]]) -> int:
+    """The driver's staging inside one copy call whose records ``ks`` read pageable memory (0 where none
+    does): the span from the call's start (after any layout copy: ``copy_noted``'s driver start) to
+    whichever ends last, the call or its last DMA, less the DMA records' own time. The driver copies
+    pageable bytes into its pinned buffers piece by piece on the calling thread and DMAs each piece, so
+    the span holds the first piece's staging before any DMA, the pieces' staging the DMA waits on, and
+    the DMA; the call returns once the last piece is staged, before its DMA ends."""
+    start, end, src = mem["start"], mem["end"], mem["src_kind"]
+    if not any(src[k] == PAGEABLE for k in ks):
+        return 0
+    dma = sum(end[k] - start[k] for k in ks)
+    return max(0, max(call_e, max(end[k] for k in ks)) - call_s - dma)
+
+
 def _kind(code: int) -> str:
     """CUPTI's memory kind by name (the number where pinprof has none for it)."""
     return layout.MEMORY_KINDS.get(code) or f"kind{code}"
@@ -523,6 +541,7 @@ class Records:
         matched = attribute.match_copies([(s, e, x) for s, e, x, _ in flat], mem["bytes"], mem["start"], lo, hi)
         used: list[int] = []
         h2d: dict[int, list[int]] = {}
+        whole_calls: list[tuple[int, int, int, list[int]]] = []  # (batch, start, end, records) of calls all matched
         missing: dict[int, list[Call]] = {}
         edge_k: list[int] = []  # copy calls as edges: the last record of each call wholly matched ...
         edge_h: list[int] = []  # ... and the call's host end
@@ -531,6 +550,7 @@ class Records:
             if got and whole:
                 edge_k.append(max(got))  # (mem is in id order)
                 edge_h.append(e)
+                whole_calls.append((i, s, e, got))
             lost = () if whole else tuple(x for x, k in zip(expects, got) if k < 0)
             for k in got:
                 if k >= 0:
@@ -552,12 +572,16 @@ class Records:
         pick, group = _in_windows(ker, wins, self.snap if self.marked else None)
         first, last, busy, count = _steps_ms(pick, group, ker, len(ready))
         cols = _lists(mem) if h2d else {}
+        staged: dict[int, int] = {}  # the driver's staging of each batch's pageable copies, ns
+        for i, s, e, got in whole_calls:
+            staged[i] = staged.get(i, 0) + staging_ns(s, e, got, cols)
         for i, p in enumerate(ready):
             ks = h2d.get(i)
             comp = (first[i], last[i], busy[i], count[i])
             if ks:
                 times, src = _copies(cols, ks)
-                p.store.set_cupti(p.row, h2d=times, src=src, comp=comp)
+                stage = staged[i] / 1e6 if i in staged else NAN
+                p.store.set_cupti(p.row, h2d=(*times, stage), src=src, comp=comp)
             else:
                 p.store.set_cupti(p.row, h2d=None, src=None, comp=comp)
         # What can no longer be any batch's: matched copies and those issued before the last match;
