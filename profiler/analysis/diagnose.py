@@ -38,6 +38,8 @@ TIMES = (
     "h2d",
     "h2d_gpu",
     "h2d_call",
+    "hidden_stage",
+    "dma",
     "cpu_work",
     "compute",
     "wait",

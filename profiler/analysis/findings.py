@@ -17,6 +17,7 @@ class Verdict(str, Enum):
     PIN_THREAD_BOUND = "pin_thread_bound"
     HIDDEN_STAGING = "hidden_staging"
     LAYOUT_COPY = "layout_copy"
+    PINNED_BYPASSED = "pinned_memory_bypassed"
     HOST_BLOCKED = "exposed_transfer_host_blocked"
     GPU_IDLE = "exposed_transfer_gpu_idle"
     NON_BLOCKING_PAGEABLE = "non_blocking_on_pageable"

@@ -30,6 +30,7 @@ from profiler.analysis.rules.transfer import (
     HOST_BLOCKED,
     LAYOUT_COPY,
     NON_BLOCKING_PAGEABLE,
+    PINNED_BYPASSED,
     TOO_SMALL,
 )
 
@@ -45,6 +46,7 @@ RULES: tuple[Rule, ...] = (
     COMPUTE_BOUND,
     HOST_BOUND,
     BETWEEN_STEPS,
+    PINNED_BYPASSED,  # before HIDDEN_STAGING and NON_BLOCKING_PAGEABLE, which it stands for then
     HIDDEN_STAGING,
     LAYOUT_COPY,
     NON_BLOCKING_PAGEABLE,

@@ -4,10 +4,12 @@ to matter."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from profiler.analysis.findings import Change, Verdict
-from profiler.analysis.rules.base import EXPOSED_SHARE, TOO_SMALL_SHARE, Case, Rule, fired, fmt
+from profiler.analysis.rules.base import EXPOSED_SHARE, TOO_SMALL_SHARE, Case, Rule, fired, fmt, spent
 
 # A pageable copy this many times slower than a pinned one of the same size is mostly the driver's
 # hidden staging (1.51 ms against 0.25 ms for 12.5 MiB on the H200, a factor 5.9: reports/h200-bandwidth/).
@@ -25,7 +27,13 @@ def _staging_saving(c: Case) -> float:
 HIDDEN_STAGING = Rule(
     Verdict.HIDDEN_STAGING,
     f"a pageable copy takes more than {HIDDEN_STAGING_FACTOR:g}x what the measured pinned bandwidth predicts",
-    lambda c: bool(c.gpu and c.pageable and not np.isnan(c.predicted) and c.h2d > HIDDEN_STAGING_FACTOR * c.predicted),
+    lambda c: bool(
+        c.gpu
+        and c.pageable
+        and not _bypassed(c)  # pinned already: the layout copy is what goes pageable (PINNED_BYPASSED)
+        and not np.isnan(c.predicted)
+        and c.h2d > HIDDEN_STAGING_FACTOR * c.predicted
+    ),
     lambda c: (
         f"the pageable copy of {c.m['bytes'] / 2**20:.2f} MiB takes {fmt(c.h2d)} where the pinned "
         f"bandwidth ({c.rate:.1f} GB/s) predicts {fmt(c.predicted)}: {c.h2d / c.predicted:.1f}x, the "
@@ -47,20 +55,77 @@ HIDDEN_STAGING = Rule(
 )
 
 
+def _leaves(c: Case) -> list[dict[str, Any]]:
+    """The leaves the loop's copies made contiguous (meta.json's ``layout_leaves``, largest layout
+    time first; ``profiler.capture.dense``), the well-formed ones."""
+    got = c.loader.get("layout_leaves")
+    return [x for x in got if isinstance(x, dict) and "path" in x] if isinstance(got, list) else []
+
+
+def _leaf_words(leaf: dict[str, Any]) -> str:
+    """``batch['image'] (uint8 [64, 224, 224, 3], strides [200704, 896, 4, 1])``."""
+    path = leaf.get("path") or "a tensor of the batch"
+    return f"{path} ({leaf.get('dtype', '?')} {list(leaf.get('shape', []))}, strides {list(leaf.get('strides', []))})"
+
+
+def _named(c: Case) -> str:
+    """The leaves, by name, the largest layout time first: one named in full, the others by path."""
+    leaves = _leaves(c)
+    if not leaves:
+        return "non-dense tensors (slices, expand(), strided views)"
+    rest = [x.get("path") or "?" for x in leaves[1:]]
+    return _leaf_words(leaves[0]) + (f" and {', '.join(rest)}" if rest else "")
+
+
+def _dense_code(c: Case) -> str:
+    """The change as code: each leaf made contiguous where the batch is made."""
+    paths = [x["path"] for x in _leaves(c) if x.get("path") and "(" not in x["path"]]
+    if not paths:
+        return "return each tensor of the batch .contiguous() from __getitem__ or the collate_fn"
+    lines = "; ".join(f"{p} = {p}.contiguous()" for p in paths[:3])
+    return f"in the collate_fn, before it returns the batch: {lines}"
+
+
+def _bypassed(c: Case) -> bool:
+    """pin_memory pinned a leaf whose copy read pageable memory all the same (a layout copy of it)."""
+    return any(x.get("pinned") for x in _leaves(c))
+
+
 LAYOUT_COPY = Rule(
     Verdict.LAYOUT_COPY,
     f"the main thread spends at least {TOO_SMALL_SHARE:.0%} of the batch making non-dense tensors contiguous",
     lambda c: c.layout > 0 and c.layout >= TOO_SMALL_SHARE * c.batch,
     lambda c: (
-        f"the main thread spends {fmt(c.m['layout'])} of the mean {fmt(c.batch)} batch making non-dense tensors "
-        "(slices, expand(), strided views) contiguous before their copy; torch does the same inside .to(), where "
-        "it looks like transfer time. Their DMA then reads that pageable copy, pinned or not."
+        f"the main thread spends {fmt(c.m['layout'])} of the mean {fmt(c.batch)} batch making {_named(c)} "
+        "contiguous before their copy: torch does so inside .to() for a tensor with gaps, where it looks like "
+        "transfer time. Their DMA then reads that pageable copy, pinned or not"
+        + (f"; the driver stages it first ({fmt(c.m['hidden_stage'])} a batch)." if spent(c.m, "hidden_stage") else ".")
     ),
     lambda c: [
         Change(
-            "make the tensors contiguous in the DataLoader workers (.contiguous() in __getitem__ or the "
-            "collate_fn), so the main thread copies them as they are and pin_memory pins the dense tensor",
-            c.layout,
+            f"make it dense in the DataLoader workers, where the batch is made, so the main thread copies it as it "
+            "is and pin_memory pins "
+            f"the dense tensor ({_dense_code(c)}); or copy the dense parent and slice on the GPU "
+            "(parent.to(device, non_blocking=True)[..., :3])",
+            c.layout + (spent(c.m, "hidden_stage") if c.pin_memory else 0.0),
+        )
+    ],
+)
+
+PINNED_BYPASSED = Rule(
+    Verdict.PINNED_BYPASSED,
+    "pin_memory pinned a batch tensor whose copy still reads pageable memory (it is not dense)",
+    lambda c: bool(c.gpu and _bypassed(c) and c.layout > 0),
+    lambda c: (
+        f"pin_memory=True pinned {_named(c)}, but its copy reads pageable memory: the tensor is not dense, so "
+        f".to() first makes a contiguous copy of it in pageable memory ({fmt(c.m['layout'])} a batch) and the "
+        f"driver stages that copy ({fmt(c.m['hidden_stage'])}) before its DMA ({fmt(c.m['dma'])}); the pin "
+        "step's work on it buys nothing."
+    ),
+    lambda c: [
+        Change(
+            f"pin a dense tensor: {_dense_code(c)}",
+            c.layout + spent(c.m, "hidden_stage"),
         )
     ],
 )
@@ -68,7 +133,7 @@ LAYOUT_COPY = Rule(
 NON_BLOCKING_PAGEABLE = Rule(
     Verdict.NON_BLOCKING_PAGEABLE,
     "non_blocking=True on a pageable batch",
-    lambda c: bool(c.gpu and (c.mode == "pageable_nb" or (c.non_blocking and c.pageable))),
+    lambda c: bool(c.gpu and not _bypassed(c) and (c.mode == "pageable_nb" or (c.non_blocking and c.pageable))),
     lambda c: (
         f"non_blocking=True on a pageable batch has no effect: the loop still waits {fmt(c.wait)} "
         f"for a {fmt(c.h2d)} copy. The driver must copy pageable memory into its own pinned "
