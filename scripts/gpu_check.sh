@@ -62,6 +62,15 @@ log="$OUT/gpu_check.log"
                --batch-size 96 --image-size 224 --dataset-size 7000 --num-workers 12 --cpu-work-ms 0 --compute-ms 1 \
                --batches 60 ;;
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
+      # Each leaf's copy of dict_batches.py as torch.profiler sees it (layout, cudaMemcpyAsync, memcpy
+      # record, memory kind), pinprof off; then the same script under pinprof profile, three set-ups.
+      copy-anatomy) timeout 200 python3 scripts/copy_anatomy.py --out "$OUT/copy-anatomy" ;;
+      hidden) for v in "view" "dense" "dense --no-pin"; do n=$(echo $v | tr -d ' -'); for clock in ${HIDDEN_CLOCKS:-cupti events}; do
+                PINPROF_BACKEND=$clock timeout 120 python3 -m profiler profile --out "$OUT/hidden-$n-$clock" --no-plots -- \
+                  python3 tests/scripts/dict_batches.py --layout $v > "$OUT/hidden-$n-$clock.txt" 2>&1
+                echo "-- $v ($clock): $(grep -h 'steady mean' "$OUT/hidden-$n-$clock.txt")"
+                python3 scripts/split_medians.py "$OUT/hidden-$n-$clock"
+                grep -hE "Headline|Verdict" "$OUT/hidden-$n-$clock/diagnosis.md" | head -n 4; done; done ;;
       # What a DataLoader worker's handoff costs a batch on this host (rules.pace.HANDOFF_MS reads it).
       handoff) timeout 120 python3 scripts/bench_worker_handoff.py ;;
       # Pinned copies after the link idled, without and with bandwidth.measure's sustained warm-up.
