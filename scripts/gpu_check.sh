@@ -71,6 +71,9 @@ log="$OUT/gpu_check.log"
                 echo "-- $v ($clock): $(grep -h 'steady mean' "$OUT/hidden-$n-$clock.txt")"
                 python3 scripts/split_medians.py "$OUT/hidden-$n-$clock"
                 grep -hE "Headline|Verdict" "$OUT/hidden-$n-$clock/diagnosis.md" | head -n 4; done; done ;;
+      # The split's GPU tests; their report folders kept under $OUT (tests/data recordings come from them).
+      hidden-tests) timeout 560 python3 -m pytest -m gpu -v -s -p no:cacheprovider --timeout=240 \
+                      --basetemp="$OUT/hidden-tests" tests/test_gpu_hidden_copies.py ;;
       # What a DataLoader worker's handoff costs a batch on this host (rules.pace.HANDOFF_MS reads it).
       handoff) timeout 120 python3 scripts/bench_worker_handoff.py ;;
       # Pinned copies after the link idled, without and with bandwidth.measure's sustained warm-up.

@@ -52,10 +52,11 @@ def test_a_leaf_is_named_by_its_key_path_or_as_a_view_of_one() -> None:
     Pair = namedtuple("Pair", "image label")
     image = torch.zeros(2, 4, 4, 4)
     boxes = torch.zeros(2, 4, 8).transpose(1, 2)
-    batch = {"image": image[..., :3], "meta": {"boxes": boxes}, "pairs": [Pair(image, torch.zeros(2))]}
-    assert leaf_path(batch, batch["image"]) == "batch['image']"
+    view, label = image[..., :3], torch.zeros(2)
+    batch = {"image": view, "meta": {"boxes": boxes}, "pairs": [Pair(image, label)]}
+    assert leaf_path(batch, view) == "batch['image']"
     assert leaf_path(batch, boxes) == "batch['meta']['boxes']"
-    assert leaf_path(batch, batch["pairs"][0].label) == "batch['pairs'][0].label"
+    assert leaf_path(batch, label) == "batch['pairs'][0].label"
     # a view made in the loop, of a leaf: named by the leaf it reads (its storage)
     assert leaf_path(batch, boxes[:, :2]) == "batch['meta']['boxes'] (a view of it)"
     assert leaf_path((image, 3), image) == "batch[0]"

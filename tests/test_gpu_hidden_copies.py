@@ -1,0 +1,152 @@
+"""The hidden copies of an unmodified script under ``pinprof profile``, on the GPU. Run: pytest -m gpu.
+
+``tests/scripts/dict_batches.py`` (dict batches of three leaves, a small conv net) in three set-ups: its
+image a non-dense view pinned by the loader (the layout copy and the driver's staging hidden in the
+copy), dense and pageable (the staging alone), dense and pinned (the control, and the change pinprof
+suggests for the first). Each runs under ``pinprof profile`` with either clock; the reference is the
+same batches' copies under torch.profiler (``scripts/copy_anatomy.py``: each leaf's ``.to()`` span, its
+memcpy records and their memory kind), in this process, pinprof off.
+
+Per set-up, medians over the steady batches (the runs are not the same batches, so batch by batch is
+pinprof's own identity, and the two sides meet at their medians):
+- ``layout_ms + hidden_stage_ms + dma_ms`` against torch.profiler's copy calls' host time and their
+  DMA's tail past the call: within 5% (CUPTI), within ``EVENTS_BOUND`` (events);
+- ``dma_ms`` against the memcpy records' time: within 3% (CUPTI), ``EVENTS_DMA_BOUND`` (events: the
+  calibrated pinned rate);
+- the control's ``layout_ms`` and ``hidden_stage_ms`` 0 or empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests" / "scripts"))
+
+SETUPS = {
+    "view-pinned": ["--layout", "view"],
+    "dense-pageable": ["--layout", "dense", "--no-pin"],
+    "dense-pinned": ["--layout", "dense"],
+}
+REF_SETUPS = {"view-pinned": ("view", True), "dense-pageable": ("dense", False), "dense-pinned": ("dense", True)}
+# The events' split is a model (a pageable copy's DMA at the calibrated pinned rate): its bounds, as the
+# README states them.
+EVENTS_BOUND = 0.15
+EVENTS_DMA_BOUND = 0.25
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, pd.DataFrame]:
+    """Per set-up, torch.profiler's per-batch sums: dma (the memcpy records), accounted (each leaf's
+    ``.to()`` span plus its DMA's tail past it), layout (``aten::clone`` inside it), and the kinds."""
+    from copy_anatomy import copies
+
+    out = {}
+    for name, (layout, pin) in REF_SETUPS.items():
+        df = copies(layout, pin, 30, torch.device("cuda"))
+        df = df[df.batch >= 2]
+        df["accounted_ms"] = df.op_ms + df.tail_ms
+        out[name] = df.groupby("batch").agg(
+            dma_ms=("dma_ms", "sum"),
+            accounted_ms=("accounted_ms", "sum"),
+            layout_ms=("layout_ms", "sum"),
+            kinds=("kind", lambda k: ",".join(sorted(set(k)))),
+        )
+    return out
+
+
+def profiled(tmp_path: Path, setup: str, clock: str, steps: int = 60) -> tuple[pd.DataFrame, dict, str]:
+    """``pinprof profile`` of dict_batches.py in ``setup`` with ``clock``: its steady rows, meta.json, and
+    what it and the script printed."""
+    out = tmp_path / f"{setup}-{clock}"
+    env = {**os.environ, "PINPROF_BACKEND": clock, "PYTHONPATH": str(ROOT)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "profiler",
+        "profile",
+        "--out",
+        str(out),
+        "--no-plots",
+        "--",
+        sys.executable,
+        str(ROOT / "tests" / "scripts" / "dict_batches.py"),
+        *SETUPS[setup],
+        "--steps",
+        str(steps),
+    ]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    tl = pd.read_csv(out / "timeline.csv")
+    meta = json.loads((out / "meta.json").read_text())
+    return tl[~tl.warmup.astype(bool)], meta, run.stdout + run.stderr + (out / "diagnosis.md").read_text()
+
+
+def _split_line(setup: str, clock: str, tl: pd.DataFrame, ref: pd.DataFrame) -> str:
+    cols = ("layout_ms", "hidden_stage_ms", "dma_ms", "h2d_call_ms", "batch_ms")
+    ours = ", ".join(f"{c} {tl[c].median():.4f}" for c in cols)
+    theirs = (
+        f"dma {ref.dma_ms.median():.4f}, accounted {ref.accounted_ms.median():.4f}, layout {ref.layout_ms.median():.4f}"
+    )
+    return f"{setup} ({clock}): pinprof {ours}, src_memory {tl.src_memory.value_counts().to_dict()}; torch.profiler {theirs}, kinds {set(ref.kinds)}"
+
+
+@pytest.mark.parametrize("clock", ["cupti", "events"])
+@pytest.mark.parametrize("setup", list(SETUPS))
+def test_the_copy_splits_into_layout_staging_and_dma_as_cupti_sees_it(
+    tmp_path: Path, reference: dict[str, pd.DataFrame], setup: str, clock: str
+) -> None:
+    tl, _, _ = profiled(tmp_path, setup, clock)
+    ref = reference[setup]
+    print(_split_line(setup, clock, tl, ref))
+    assert len(tl) >= 40 and (tl.gpu_clock == clock).mean() > 0.9
+    dma = tl.dma_ms.median()
+    parts = (tl.layout_ms.fillna(0) + tl.hidden_stage_ms.fillna(0) + tl.dma_ms).median()
+    dma_bound, sum_bound = (0.03, 0.05) if clock == "cupti" else (EVENTS_DMA_BOUND, EVENTS_BOUND)
+    assert dma == pytest.approx(ref.dma_ms.median(), rel=dma_bound)
+    if setup == "dense-pinned":  # the control: nothing hidden
+        assert tl.layout_ms.fillna(0).max() == 0 and tl.hidden_stage_ms.fillna(0).max() == 0
+        assert set(tl.src_memory) == {"pinned"}
+    else:
+        assert parts == pytest.approx(ref.accounted_ms.median(), rel=sum_bound)
+        assert (tl.hidden_stage_ms > 0).mean() > 0.9
+        if clock == "cupti":  # CUPTI's memory kind: the image's copy reads pageable memory
+            assert set(tl.src_memory) <= {"pageable", "mixed"}
+    if setup == "view-pinned":
+        assert tl.layout_ms.median() == pytest.approx(ref.layout_ms.median(), rel=0.25)
+
+
+@pytest.mark.parametrize("clock", ["cupti", "events"])
+def test_the_view_is_told_its_layout_copy_and_leaf_and_the_change_shortens_the_batch(
+    tmp_path: Path, clock: str
+) -> None:
+    view, meta, said = profiled(tmp_path, "view-pinned", clock)
+    leaves = meta["loaders"]
+    (scenario,) = leaves
+    named = [x["path"] for x in leaves[scenario]["layout_leaves"]]
+    assert named[0] == "batch['image']" and "batch['meta']['boxes']" in named
+    assert leaves[scenario]["layout_leaves"][0]["pinned"] is True
+    verdict = next(line for line in said.splitlines() if line.startswith("**Verdict**"))
+    name = verdict.removeprefix("**Verdict**: ").split(" - ")[0]
+    assert name in ("layout copy", "pinned memory bypassed"), verdict
+    assert "batch['image']" in said and ".contiguous()" in said
+    dense, _, _ = profiled(tmp_path, "dense-pinned", clock)
+    print(
+        f"{clock}: view batch mean {view.batch_ms.mean():.3f} ms (layout {view.layout_ms.mean():.3f}, staging "
+        f"{view.hidden_stage_ms.mean():.3f}); dense batch mean {dense.batch_ms.mean():.3f} ms "
+        f"(layout {dense.layout_ms.fillna(0).mean():.3f}); {verdict}"
+    )
+    assert dense.layout_ms.fillna(0).max() == 0 and set(dense.src_memory) == {"pinned"}
+    assert dense.batch_ms.mean() < view.batch_ms.mean()
+    assert np.isfinite(view.layout_ms).all() and (view.layout_ms > 0).all()
