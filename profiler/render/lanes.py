@@ -23,7 +23,8 @@ def with_labels(tl: pd.DataFrame) -> pd.DataFrame:
 def intervals(tl: pd.DataFrame) -> pd.DataFrame:
     """Long table of drawable intervals: scenario, batch, lane, phase, start_ms, end_ms.
 
-    A pageable copy with a known split is drawn as hidden staging followed by the DMA.
+    A copy with a known split is drawn as the driver's hidden staging (where there is some) followed by
+    the DMA; a layout copy is the main thread's, before it.
     """
     rows = []
     for lane, phases in LANES.items():
@@ -36,8 +37,9 @@ def intervals(tl: pd.DataFrame) -> pd.DataFrame:
                 mid = s + tl.hidden_stage_ms
                 part.loc[split[ok].to_numpy(), "phase"] = "dma"
                 part.loc[split[ok].to_numpy(), "start_ms"] = mid[split]
-                stage = tl.loc[split, ["scenario", "batch"]].assign(
-                    lane=lane, phase="hidden_stage", start_ms=s[split], end_ms=mid[split]
+                staged = split & (tl.hidden_stage_ms > 0)  # a pinned copy's (0 with CUPTI) draws no bar
+                stage = tl.loc[staged, ["scenario", "batch"]].assign(
+                    lane=lane, phase="hidden_stage", start_ms=s[staged], end_ms=mid[staged]
                 )
                 rows.append(stage)
             rows.append(part)
