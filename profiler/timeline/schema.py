@@ -31,8 +31,13 @@ durations, ms
     h2d_call_ms   host time spent inside the copy calls, summed (blocks for pageable sources or
                   blocking copies)
     dma_ms, hidden_stage_ms
-                  ``h2d_ms`` of a pageable copy split into the DMA proper and the driver's hidden
-                  staging (see ``profiler.timeline.split``); empty until a calibration is applied
+                  the batch's copies split into the DMA proper and the driver's hidden staging of
+                  pageable sources (summed over the batch's copies). With CUPTI: the memcpy records'
+                  own time, and each pageable call's span to its last DMA less that DMA (0 for
+                  pinned copies); with the events: a pageable or mixed batch's by the calibrated
+                  pinned rate, a pinned batch's copy time as its DMA (``profiler.timeline.split``);
+                  empty where neither ran. With ``layout_ms``, they account for the copy calls'
+                  host time and the DMA's tail past them
     cpu_work_ms   user CPU work meant to overlap the copy (sum if entered several times)
     compute_ms    user GPU work: with CUPTI, the busy time of the kernels the step launched (the union of
                   their intervals on the device); with events, the span between the compute stream's
