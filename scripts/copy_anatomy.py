@@ -50,7 +50,11 @@ def copies(layout: str, pin: bool, batches: int, dev: torch.device) -> pd.DataFr
             torch.cuda.synchronize()
 
     events, _ = trace_events(run, cpu=True, cuda=True)
-    marks = sorted((ev for ev in events if str(ev.get("name", "")).startswith("leaf:")), key=lambda e: e["ts"])
+    # the host's ranges (the GPU's copies of them, "gpu_user_annotation", left out)
+    marks = sorted(
+        (ev for ev in events if str(ev.get("name", "")).startswith("leaf:") and ev.get("cat") == "user_annotation"),
+        key=lambda e: e["ts"],
+    )
     rows = []
     for i, m in enumerate(marks):
         s, e = float(m["ts"]), float(m["ts"]) + float(m["dur"])

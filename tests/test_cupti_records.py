@@ -140,7 +140,7 @@ def test_copies_bytes_and_memory_kind_of_the_recorded_rows() -> None:
 
 def test_the_drivers_staging_of_the_recorded_pageable_copies_and_none_of_the_pinned() -> None:
     got, _ = replay()
-    buffers, meta = cupti_replay.load(DATA / "recording.npz")
+    _, meta = cupti_replay.load(DATA / "recording.npz")
     pageable, pinned = got["pageable"], pd.concat([got["pinned_nb"], got["auto"]])
     assert (pinned.hidden_stage_ms == 0).all()  # measured: a pinned copy has no staging, not "unknown"
     assert (pageable.hidden_stage_ms > 0).all()

@@ -70,7 +70,11 @@ def profiled(tmp_path: Path, setup: str, clock: str, steps: int = 60) -> tuple[p
     """``pinprof profile`` of dict_batches.py in ``setup`` with ``clock``: its steady rows, meta.json, and
     what it and the script printed."""
     out = tmp_path / f"{setup}-{clock}"
-    env = {**os.environ, "PINPROF_BACKEND": clock, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PINPROF_BACKEND": clock,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     cmd = [
         sys.executable,
         "-m",
@@ -124,7 +128,10 @@ def test_the_copy_splits_into_layout_staging_and_dma_as_cupti_sees_it(
         if clock == "cupti":  # CUPTI's memory kind: the image's copy reads pageable memory
             assert set(tl.src_memory) <= {"pageable", "mixed"}
     if setup == "view-pinned":
-        assert tl.layout_ms.median() == pytest.approx(ref.layout_ms.median(), rel=0.25)
+        assert (tl.layout_ms > 0).all()
+        # torch.profiler sees torch's own layout copy where it is dispatched as an operator (aten::clone)
+        if ref.layout_ms.median() > 0:
+            assert tl.layout_ms.median() == pytest.approx(ref.layout_ms.median(), rel=0.25)
 
 
 @pytest.mark.parametrize("clock", ["cupti", "events"])
