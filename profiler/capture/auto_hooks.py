@@ -38,6 +38,8 @@ from profiler.capture.dense import needs_layout, needs_layout_into
 _Iter = _dataloader._BaseDataLoaderIter
 _LAZY = _parameter.UninitializedTensorMixin  # type: ignore[attr-defined]  # not in torch's stubs
 _ORIGINAL: dict[str, Any] = {}
+# A layout copy the hooks make for torch (``dense``): the copy, and the user's call on its result.
+Relaid = tuple[Callable[[], torch.Tensor], Callable[[torch.Tensor], Any]]
 _session: AutoSession | None = None
 _step_hook: Any = None  # the handle of torch's global optimizer step post-hook, while patched
 failure: str | None = None  # the internal error that stopped the last session, if one did
@@ -198,31 +200,28 @@ def _timed_copy(
     call: Callable[[], Any],
     alt_bytes: int | None,
     t0: int,
-    made: Callable[[], torch.Tensor] | None = None,
-    relay: Callable[[torch.Tensor], Any] | None = None,
+    relaid: Relaid | None = None,
 ) -> Any:
     """The user's copy ``call`` of ``src``, timed around (CUPTI's records or the events time its GPU
-    side). ``made``, ``relay``, given where torch would make ``src`` contiguous inside the call
+    side). ``relaid``, given where torch would make ``src`` contiguous inside the call
     (``profiler.capture.dense``): that layout copy, and the user's call on another source. The layout
     copy is then made here, timed and ranged (NVTX ``layout`` inside ``h2d``), and the user's call
     copies the dense tensor: ``layout_ms`` apart from the copy proper, whose call time
     (``h2d_call_ms``) starts where the layout copy ended."""
     prof, rec = s.cur  # type: ignore[misc]  # a recorded copy: a batch is current
-    if relay is None:
-        made = None
     if not s.cuda or "_calls" in rec:
         # No event times the copy (CUPTI's records do, or a CPU device): the host clock around the call
         # is all it needs, so copy_begin's events and their tuple are left out (``copy_noted``), a
         # call less on every copy of the batch.
         prof.nvtx.push("h2d")
         t1 = perf_counter_ns()
-        if made is None:
+        if relaid is None:
             out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
             t2 = perf_counter_ns()
             copied, driver = src, t1
         else:
-            copied, driver = _relaid(prof, made)
-            out = relay(copied)  # type: ignore[misc]
+            copied, driver = _layout_copy(prof, relaid[0])
+            out = relaid[1](copied)
             t2 = perf_counter_ns()
         try:
             s.copy_noted(prof, rec, copied, non_blocking, alt_bytes, driver, t2)
@@ -238,13 +237,13 @@ def _timed_copy(
         _fail(err)
         return call()
     t1 = perf_counter_ns()
-    if made is None:
+    if relaid is None:
         out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
         copied = src
     else:
-        copied, driver = _relaid(prof, made)
+        copied, driver = _layout_copy(prof, relaid[0])
         began = (*began[:3], driver / 1e6)  # the call's own time starts after the layout copy
-        out = relay(copied)  # type: ignore[misc]
+        out = relaid[1](copied)
     t2 = perf_counter_ns()
     try:  # _guarded's work, written out: a frame less on every copy
         s.copy_end(began, copied, non_blocking, t2)
@@ -256,7 +255,7 @@ def _timed_copy(
     return out
 
 
-def _relaid(prof: Any, made: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, int]:
+def _layout_copy(prof: Any, made: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, int]:
     """The layout copy ``made()`` in an NVTX ``layout`` range: the dense tensor, and when the copy
     proper begins (``perf_counter_ns``)."""
     prof.nvtx.push("layout")
@@ -287,17 +286,17 @@ def _copy(
     if not aimed and len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[index]  # the copy is its tensor's batch's
         again = lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True, relay)  # noqa: E731
         return _aimed(s, src, call, again)
-    made = None
+    relaid = None
     if relay is not None and s.cuda and not extra and (dtype is None or dtype == src.dtype):
         try:
             if needs_layout(src):
-                made = src.contiguous
+                relaid = (src.contiguous, relay)
         except Exception as err:
             _fail(err)
     # takes_over's first tests, here: with CUPTI (its records time the user's own copy) or on a CPU
     # device it is never asked, a call less on every copy; a layout copy is never taken over (its
     # events would time torch's layout copy as the DMA)
-    if made is None and non_blocking and s.cuda and "_calls" not in s.cur[1]:  # type: ignore[index]
+    if relaid is None and non_blocking and s.cuda and "_calls" not in s.cur[1]:  # type: ignore[index]
         try:
             if s.takes_over(src, device, dtype, extra):
                 return s.copy_pinned(src)
@@ -305,7 +304,7 @@ def _copy(
             _fail(err)
             return call()
     alt = None if dtype is None or dtype == src.dtype else src.numel() * dtype.itemsize
-    return _timed_copy(s, src, non_blocking, call, alt, t0, made, relay)
+    return _timed_copy(s, src, non_blocking, call, alt, t0, relaid)
 
 
 def _aimed(s: AutoSession, src: torch.Tensor, call: Callable[[], Any], copy: Callable[[], Any]) -> Any:
@@ -395,18 +394,17 @@ def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
     non_blocking = kwargs.get("non_blocking", args[0] if args else False)
     alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
     call = lambda: original(self, src, *args, **kwargs)  # noqa: E731
-    made = relay = None
+    relaid = None
     if not src.is_contiguous():  # torch may make it contiguous inside the call: made here, timed (_timed_copy)
         try:
             if needs_layout_into(self, src):
-                made = lambda: src.expand_as(self).contiguous()  # noqa: E731
-                relay = lambda t: original(self, t, *args, **kwargs)  # noqa: E731
+                relaid = (lambda: src.expand_as(self).contiguous(), lambda t: original(self, t, *args, **kwargs))
         except Exception as err:
             _fail(err)
-    copy = lambda: _timed_copy(s, src, bool(non_blocking), call, alt, t0, made, relay)  # type: ignore[arg-type]  # noqa: E731
     if len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[union-attr,index]  # the copy is its source's batch's
+        copy = lambda: _timed_copy(s, src, bool(non_blocking), call, alt, t0, relaid)  # type: ignore[arg-type]  # noqa: E731
         return _aimed(s, src, call, copy)  # type: ignore[arg-type]
-    return copy()
+    return _timed_copy(s, src, bool(non_blocking), call, alt, t0, relaid)  # type: ignore[arg-type]
 
 
 def _pin_memory(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:

@@ -17,15 +17,25 @@ def calibrate_and_split(
     tl: pd.DataFrame, device: torch.device, out: Path, info: dict[str, Any], echo: Callable[[str], None]
 ) -> pd.DataFrame:
     """Measure (or reuse) pinned/pageable bandwidth at the run's batch sizes, split pageable copies."""
-    from profiler.drivers import bandwidth
     from profiler.timeline import split
 
-    sizes = sorted({int(b) for b in tl.groupby("scenario").bytes.median() if b > 0})
-    echo(f"pinprof: calibrating pinned bandwidth at {len(sizes)} size(s) (cached; --no-calibrate skips)")
-    cal = bandwidth.calibration(sizes, device)
+    cal = _calibration(tl, device, info, echo, "(cached; --no-calibrate skips)")
     report_io.write_csv(cal, out / report_io.CALIBRATION)
-    info["calibration"] = cal.to_dict(orient="list")
     return split.apply(tl, cal)
+
+
+def _calibration(
+    tl: pd.DataFrame, device: torch.device, info: dict[str, Any], echo: Callable[[str], None], why: str
+) -> pd.DataFrame:
+    """The bandwidth calibration at each scenario's median batch size in ``tl`` (measured, or read from
+    the cache), said in a line ending with ``why`` and kept in meta.json's fields (``info``)."""
+    from profiler.drivers import bandwidth
+
+    sizes = sorted({int(b) for b in tl.groupby("scenario").bytes.median() if b > 0})
+    echo(f"pinprof: calibrating pinned bandwidth at {len(sizes)} size(s) {why}")
+    cal = bandwidth.calibration(sizes, device)
+    info["calibration"] = cal.to_dict(orient="list")
+    return cal
 
 
 def split_profiled(
@@ -35,7 +45,6 @@ def split_profiled(
     ``profiler.timeline.split``): pinned batches read their copies' time as the DMA; batches with a
     pageable copy are split by the pinned rate calibrated at their sizes (cached; meta.json's
     ``calibration``). Rows stay as they are off a GPU or with no events row to split."""
-    from profiler.drivers import bandwidth
     from profiler.timeline import split
 
     if device.type != "cuda" or tl.empty or "gpu_clock" not in tl:
@@ -47,8 +56,5 @@ def split_profiled(
     staged = events[events.src_memory.isin(["pageable", "mixed"])]
     if staged.empty:
         return tl
-    sizes = sorted({int(b) for b in staged.groupby("scenario").bytes.median() if b > 0})
-    echo(f"pinprof: calibrating pinned bandwidth at {len(sizes)} size(s) to split the pageable copies (cached)")
-    cal = bandwidth.calibration(sizes, device)
-    info["calibration"] = cal.to_dict(orient="list")
+    cal = _calibration(staged, device, info, echo, "to split the pageable copies (cached)")
     return split.apply(tl, cal)
