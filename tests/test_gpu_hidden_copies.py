@@ -142,7 +142,8 @@ def test_the_view_is_told_its_layout_copy_and_leaf_and_the_change_shortens_the_b
     leaves = meta["loaders"]
     (scenario,) = leaves
     named = [x["path"] for x in leaves[scenario]["layout_leaves"]]
-    assert named[0] == "batch['image']" and "batch['meta']['boxes']" in named
+    # the image view has gaps; the transposed boxes are dense (a permutation), copied as they are
+    assert named == ["batch['image']"]
     assert leaves[scenario]["layout_leaves"][0]["pinned"] is True
     verdict = next(line for line in said.splitlines() if line.startswith("**Verdict**"))
     name = verdict.removeprefix("**Verdict**: ").split(" - ")[0]
