@@ -29,7 +29,7 @@ from profiler._version import __version__ as __version__
 
 _PUBLIC = {
     "TransferProfiler": "profiler.capture.profiler",
-    "PinprofCallback": "profiler.capture.lightning",
+    "PinprofCallback": "profiler.integrations.lightning",
     "PinnedStager": "profiler.capture.staging",
     "prefetch": "profiler.capture.device_prefetch",
     "to_device_staged": "profiler.capture.staging",
@@ -45,10 +45,10 @@ __all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:  # the names __getattr__ loads, for type checkers
     from profiler.capture.device_prefetch import prefetch
-    from profiler.capture.lightning import PinprofCallback
     from profiler.capture.profiler import TransferProfiler
     from profiler.capture.staging import PinnedStager, to_device_staged
     from profiler.errors import BatchTypeError, PinprofError, PinprofHazardWarning, PinprofWarning
+    from profiler.integrations.lightning import PinprofCallback
     from profiler.modes import MODES, Mode
     from profiler.timeline.schema import COLUMNS
 

@@ -35,11 +35,12 @@ ALLOWED: dict[str, set[str]] = {
     "nsys": {"timeline", "analysis", "render", "report", "nsys"},
     "capture": {"capture", "timeline", "report", "render.palette"},
     "drivers": {"capture", "timeline", "analysis", "render", "report", "nsys", "drivers"},
+    "integrations": {"capture", "timeline", "report", "drivers", "integrations"},
     "bench": {"capture", "timeline", "analysis", "render", "report", "nsys", "drivers", "bench"},
     "cli": {"capture", "timeline", "analysis", "render", "report", "nsys", "drivers", "cli"},
 }
 TORCH = ("torch", "torchvision", "cuda")  # cuda.bindings
-TORCH_LAYERS = {"capture", "drivers", "bench"}
+TORCH_LAYERS = {"capture", "drivers", "integrations", "bench"}
 EXCEPTIONS = {("profiler.bench.quoted", "profiler.cli")}  # the quoted benchmarks are `pinprof run` arguments
 
 

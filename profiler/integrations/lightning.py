@@ -1,11 +1,12 @@
 """``PinprofCallback``: one line in a Lightning ``Trainer`` profiles its input pipeline.
 
-    from profiler.capture.lightning import PinprofCallback     # also: from profiler import PinprofCallback
+    from profiler.integrations.lightning import PinprofCallback  # also: from profiler import PinprofCallback
     trainer = L.Trainer(callbacks=[PinprofCallback(out="reports/my-fit")])
 
 The automatic hooks (``profiler.capture.auto_hooks``) go on when ``fit`` starts and come off when it
 ends or raises; the report folder is written then (``profiler.capture.auto_report``), partial when
-``fit`` raised. Every batch the Trainer iterates and every host-to-device copy it makes of it
+``fit`` raised, with the events clock's copies split as ``pinprof profile`` splits them
+(``profiler.drivers.calibrate.split_profiled``). Every batch the Trainer iterates and every host-to-device copy it makes of it
 (Lightning's ``batch_to_device``) is recorded, as under ``pinprof profile``.
 """
 
@@ -21,6 +22,7 @@ from profiler.capture import auto_hooks
 from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.saving import claim_out
+from profiler.drivers.calibrate import split_profiled
 from profiler.report.claim import release
 
 
@@ -53,6 +55,14 @@ class PinprofCallback(lightning.Callback):  # type: ignore[misc]  # lightning sh
             return
         auto_hooks.stop()
         try:
-            write_session_report(session, self.out, list(sys.argv), interrupted_by=why, error=error, plots=self.plots)
+            write_session_report(
+                session,
+                self.out,
+                list(sys.argv),
+                interrupted_by=why,
+                error=error,
+                plots=self.plots,
+                split=lambda tl, info: split_profiled(tl, session.device, info, print),
+            )
         finally:
             release(self._lock)
