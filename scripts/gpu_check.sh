@@ -62,15 +62,18 @@ log="$OUT/gpu_check.log"
                --batch-size 96 --image-size 224 --dataset-size 7000 --num-workers 12 --cpu-work-ms 0 --compute-ms 1 \
                --batches 60 ;;
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
-      # Each leaf's copy of dict_batches.py as torch.profiler sees it (layout, cudaMemcpyAsync, memcpy
-      # record, memory kind), pinprof off; then the same script under pinprof profile, three set-ups.
-      copy-anatomy) timeout 200 python3 scripts/copy_anatomy.py --out "$OUT/copy-anatomy" ;;
-      hidden) for v in "view" "dense" "dense --no-pin"; do n=$(echo $v | tr -d ' -'); for clock in ${HIDDEN_CLOCKS:-cupti events}; do
-                PINPROF_BACKEND=$clock timeout 120 python3 -m profiler profile --out "$OUT/hidden-$n-$clock" --no-plots -- \
-                  python3 tests/scripts/dict_batches.py --layout $v > "$OUT/hidden-$n-$clock.txt" 2>&1
-                echo "-- $v ($clock): $(grep -h 'steady mean' "$OUT/hidden-$n-$clock.txt")"
-                python3 scripts/split_medians.py "$OUT/hidden-$n-$clock"
-                grep -hE "Headline|Verdict" "$OUT/hidden-$n-$clock/diagnosis.md" | head -n 4; done; done ;;
+      # dict_batches.py's copies in three set-ups (view pinned, dense pageable, dense pinned), rounds of:
+      # the bare script under torch.profiler (scripts/copy_anatomy.py, pinprof off), then the same script
+      # under pinprof profile with each clock; each run's medians and verdict.
+      hidden) for r in $(seq 1 ${HIDDEN_ROUNDS:-1}); do for v in "view" "dense --no-pin" "dense"; do n=$(echo $v | tr -d ' -')
+                timeout 120 python3 scripts/copy_anatomy.py --csv "$OUT/hidden/r$r-$n-ref.csv" -- \
+                  tests/scripts/dict_batches.py --layout $v --steps 60 2>&1 | grep -E "copy_anatomy|steady mean|Error"
+                for clock in ${HIDDEN_CLOCKS:-cupti events}; do d="$OUT/hidden/r$r-$n-$clock"
+                  PINPROF_BACKEND=$clock timeout 120 python3 -m profiler profile --out "$d" --no-plots -- \
+                    python3 tests/scripts/dict_batches.py --layout $v --steps 60 > "$d.txt" 2>&1
+                  echo "-- r$r $v ($clock): $(grep -h 'steady mean' "$d.txt")"
+                  python3 scripts/split_medians.py "$d"
+                  grep -hE "Headline|Verdict" "$d/diagnosis.md" | head -n 4; done; done; done ;;
       # The split's GPU tests; their report folders kept under $OUT (tests/data recordings come from them).
       hidden-tests) timeout 560 python3 -m pytest -m gpu -v -s -p no:cacheprovider --timeout=240 \
                       --basetemp="$OUT/hidden-tests" tests/test_gpu_hidden_copies.py ;;

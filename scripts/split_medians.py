@@ -1,5 +1,5 @@
 """A profiled run's copy split at a glance: medians over its steady batches of the columns that split
-a batch's copies (ms), its memory kind and clock, and the leaves meta.json names.
+a batch's copies (ms) and their sum, its memory kind and clock, and the leaves meta.json names.
 
     python scripts/split_medians.py REPORT_DIR
 """
@@ -20,6 +20,9 @@ def main() -> None:
     tl = pd.read_csv(folder / "timeline.csv")
     steady = tl[~tl.warmup.astype(bool)]
     med = {c: round(float(steady[c].median()), 4) for c in COLUMNS if c in steady}
+    # the split's parts summed per batch: what the copy calls' host time and their DMA's tail come to
+    parts = steady[["layout_ms", "hidden_stage_ms", "dma_ms"]].fillna(0).sum(axis=1)
+    med["layout+hidden_stage+dma"] = round(float(parts.median()), 4)
     kinds = steady.src_memory.value_counts().to_dict()
     clocks = steady.gpu_clock.value_counts().to_dict()
     print(f"   {len(steady)} steady batches, src_memory {kinds}, gpu_clock {clocks}")
