@@ -123,13 +123,13 @@ def test_rank_0_merges_a_rank_still_running_after_its_wait_as_partial_and_says_s
 ) -> None:
     """A rank that has not written its final report when rank 0's wait ends (hung, or saving a large
     checkpoint) is merged with the rows it appended, the merge marked partial, and the line names it."""
-    from profiler.capture import auto_report
+    from profiler.drivers import session_report
 
     _rank_folder(tmp_path / "rank0", 0, 8, running=False)
     _rank_folder(tmp_path / "rank1", 1, 3, running=True)
-    monkeypatch.setattr(auto_report, "MERGE_WAIT_S", 0.5)
+    monkeypatch.setattr(session_report, "MERGE_WAIT_S", 0.5)
     said: list[str] = []
-    auto_report._merge(tmp_path, 2, said.append)
+    session_report._merge(tmp_path, 2, said.append)
     tl = read_timeline(tmp_path)
     assert (tl["rank"] == 0).sum() == 8 and (tl["rank"] == 1).sum() == 3
     assert json.loads((tmp_path / "meta.json").read_text())["partial"] is True
@@ -140,7 +140,7 @@ def test_rank_0_waits_for_a_rank_that_ends_after_it(tmp_path: Path) -> None:
     """Rank 1's running meta.json is no finished report: rank 0 merges its final rows, written later."""
     import threading
 
-    from profiler.capture import auto_report
+    from profiler.drivers import session_report
 
     _rank_folder(tmp_path / "rank0", 0, 8, running=False)
     _rank_folder(tmp_path / "rank1", 1, 0, running=True)
@@ -152,7 +152,7 @@ def test_rank_0_waits_for_a_rank_that_ends_after_it(tmp_path: Path) -> None:
     later = threading.Timer(1.0, finish)  # as rank 1's report, written after rank 0's
     later.start()
     said: list[str] = []
-    auto_report._merge(tmp_path, 2, said.append)
+    session_report._merge(tmp_path, 2, said.append)
     later.join()
     tl = read_timeline(tmp_path)
     assert (tl["rank"] == 1).sum() == 8 and said == [f"pinprof: 2 ranks merged into {tmp_path}/"]

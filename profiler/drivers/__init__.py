@@ -1,5 +1,5 @@
 """Drivers: one way in each, what a verb of the CLI runs. ``pinprof profile`` of an unmodified script,
-in-process (``script``, with the interpreter's flags passed through: ``interpreter``); ``pinprof tune``'s
+in-process (``script``, with the interpreter's flags passed through: ``interpreter``), and the report folder of an automatic profile (``session_report``, also the Lightning callback's); ``pinprof tune``'s
 runs (``tune``, each a process: ``trial_process``); ``pinprof run``'s scenario matrix (``options``,
 ``runner``), the sizes it serves (``limits``), what it keeps however it ends (``keeping``), the
 end-of-run split (``calibrate``), its datasets and stand-in workloads (``datasets``, ``workload``) and

@@ -30,7 +30,6 @@ from pathlib import Path
 import pandas as pd
 
 from profiler.capture import auto_hooks, backend, stall
-from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession, TrialDone
 from profiler.capture.devices import rank_info
 from profiler.capture.knobs import Knobs
@@ -39,6 +38,7 @@ from profiler.capture.saving import claim_out, report_folder
 from profiler.drivers import interpreter
 from profiler.drivers.calibrate import split_profiled
 from profiler.drivers.interpreter import split_options
+from profiler.drivers.session_report import write_session_report
 from profiler.errors import UsageError
 from profiler.report import disk, files, meta
 from profiler.report.claim import release

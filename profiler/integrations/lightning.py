@@ -4,7 +4,7 @@
     trainer = L.Trainer(callbacks=[PinprofCallback(out="reports/my-fit")])
 
 The automatic hooks (``profiler.capture.auto_hooks``) go on when ``fit`` starts and come off when it
-ends or raises; the report folder is written then (``profiler.capture.auto_report``), partial when
+ends or raises; the report folder is written then (``profiler.drivers.session_report``), partial when
 ``fit`` raised, with the events clock's copies split as ``pinprof profile`` splits them
 (``profiler.drivers.calibrate.split_profiled``). Every batch the Trainer iterates and every host-to-device copy it makes of it
 (Lightning's ``batch_to_device``) is recorded, as under ``pinprof profile``.
@@ -19,10 +19,10 @@ from typing import Any
 import lightning
 
 from profiler.capture import auto_hooks
-from profiler.capture.auto_report import write_session_report
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.saving import claim_out
 from profiler.drivers.calibrate import split_profiled
+from profiler.drivers.session_report import write_session_report
 from profiler.report.claim import release
 
 
