@@ -84,7 +84,8 @@ out["replay h200_thread_queues"] = per_batch(lambda: replay.replay_live(*recordi
 
 # Kernels that come back after their batches were written (an autograd thread's own queue), against
 # how many written batches the recorder keeps (30 s of them: 4,500 at 150 batches a second).
-from profiler.capture.cupti.recorder import Pending, Records, Stats
+from profiler.capture.cupti.batches import Pending, Stats
+from profiler.capture.cupti.records import Records
 from profiler.capture.store import TEMPLATE, Store
 
 MS, T0, LAST, PER = 10**6, 10**9, 60, 40

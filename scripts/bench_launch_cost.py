@@ -42,7 +42,8 @@ def start_records(latency: bool, kernels: bool = True) -> tuple[object, list[int
     ``kernels=False`` enables the memcpy records alone: the per-launch kernel record is what costs a
     launch-bound step its time, so the two are measured apart."""
     from profiler.capture.cupti.lib import load
-    from profiler.capture.cupti.recorder import BUFFER_BYTES, DRAIN_S, FLUSH_PERIOD_MS, KERNEL, MAX_BUFFERS, MEMCPY
+    from profiler.capture.cupti.recorder import BUFFER_BYTES, DRAIN_S, FLUSH_PERIOD_MS, MAX_BUFFERS
+    from profiler.capture.cupti.records import KERNEL, MEMCPY
     from profiler.capture.cupti.shim import Shim, build
     from profiler.settings import current
 

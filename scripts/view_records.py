@@ -59,7 +59,7 @@ def main() -> None:
             if t[0] != "buffer":
                 continue
             # CUPTI's ticks a ns: 1, or another where a client (torch.profiler) registered its own
-            # timestamps (``recorder.Clock``); a duration in ms is ticks / rate / 1e6
+            # timestamps (``cupti.clock.CuptiClock``); a duration in ms is ticks / rate / 1e6
             rate = float(t[3])
             rates.append(rate)
             mem = layout.parse(t[1], rec.sizes).get(layout.KIND_MEMCPY)

@@ -14,7 +14,8 @@ import pytest
 
 from profiler.bench import cupti_replay
 from profiler.capture.cupti import layout
-from profiler.capture.cupti.recorder import Call, Pending, Records, Stats
+from profiler.capture.cupti.batches import Call, Pending, Stats
+from profiler.capture.cupti.records import Records
 from profiler.capture.store import TEMPLATE, Store
 
 DATA = Path(__file__).parent / "data"

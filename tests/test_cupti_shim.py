@@ -141,7 +141,8 @@ def test_a_paused_recorder_enables_its_records_again_without_registering() -> No
     """``release(paused=True)`` then ``resume``: the records enabled again under the callbacks CUPTI
     has, not registered again (a late registration is what the resnet50 benchmark's hangs shared); a
     handover to another client registers them again on ``resume``."""
-    from profiler.capture.cupti.recorder import KERNEL, MEMCPY, CuptiRecorder
+    from profiler.capture.cupti.recorder import CuptiRecorder
+    from profiler.capture.cupti.records import KERNEL, MEMCPY
 
     lib = Lib()
     rec = CuptiRecorder(lib, NoBuffers())  # type: ignore[arg-type]
@@ -167,7 +168,7 @@ def test_the_clock_readings_bracket_cuptis_on_perf_counters_clock(tmp_path: Path
     """``pinprof_clock_reads``: the host clock it reads is ``perf_counter_ns``'s, one reading on each
     side of the timestamp function's; a failing one raises; the recorder's clock takes them, and
     refuses readings of another host clock."""
-    from profiler.capture.cupti.recorder import CuptiClock
+    from profiler.capture.cupti.clock import CuptiClock
 
     shim = Shim(build(tmp_path / "cache"))
 

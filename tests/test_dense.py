@@ -1,6 +1,6 @@
 """The hidden copies of a batch's copy, on a CPU: which tensors ``.to(device)`` makes contiguous
 first (``profiler.capture.dense``), the leaf such a tensor is named by, the driver's staging read
-around CUPTI's records (``recorder.staging_ns``), the events' split by the calibrated rate
+around CUPTI's records (``cupti.batches.staging_ns``), the events' split by the calibrated rate
 (``timeline.split``), and the findings that name the leaf."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Verdict
-from profiler.capture.cupti.recorder import staging_ns
+from profiler.capture.cupti.batches import staging_ns
 from profiler.capture.dense import Leaves, leaf_path, needs_layout, needs_layout_into
 from profiler.report.files import read_timeline
 from profiler.timeline import split

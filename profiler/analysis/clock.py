@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-HISTORY_S = 30  # profiler.capture.cupti.recorder.HISTORY_NS: how long a written batch takes late records
+HISTORY_S = 30  # profiler.capture.cupti.records.HISTORY_NS: how long a written batch takes late records
 CLOCKS = {"cupti": "CUPTI's activity records", "events": "CUDA events"}
 
 

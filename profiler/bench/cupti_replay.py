@@ -23,8 +23,9 @@ import numpy as np
 
 from profiler.bench import corr_order
 from profiler.capture.cupti import layout
+from profiler.capture.cupti.batches import Pending, Stats
 from profiler.capture.cupti.marker import SIZES as MARKER_SIZES
-from profiler.capture.cupti.recorder import LAG_NS, Pending, Records, Stats
+from profiler.capture.cupti.records import LAG_NS, Records
 from profiler.capture.store import TEMPLATE, Store
 
 

@@ -89,7 +89,7 @@ def build_timeline(
     out["h2d_call_ms"] = np.where(np.isnan(f["call_s"]), np.nan, summed["call_sum"])
     if on_gpu:
         # CUPTI's rows: the DMA is its memcpy records' own time, the staging the recorder read around
-        # them (``recorder.staging_ns``); the events' rows stay empty until a calibration splits them
+        # them (``cupti.batches.staging_ns``); the events' rows stay empty until a calibration splits them
         # (``profiler.timeline.split``).
         out["dma_ms"] = np.where(cupti, gsum, np.nan)
         stage = raw.get("stage_gsum")

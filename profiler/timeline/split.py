@@ -8,7 +8,7 @@ through its own small pinned buffers and DMAs each piece. No event can sit betwe
 
 With CUPTI's records the split is measured, not modelled: the timeline's ``dma_ms`` is the memcpy
 records' own time and ``hidden_stage_ms`` the staging read around them
-(``profiler.capture.cupti.recorder.staging_ns``); ``apply`` leaves those rows as they are.
+(``profiler.capture.cupti.batches.staging_ns``); ``apply`` leaves those rows as they are.
 
 Assumptions: the DMA of pageable data runs at the pinned rate (the same engine over the same link);
 everything else in ``h2d_ms`` is the CPU-side staging, including the pipeline bubbles between the

@@ -7,8 +7,12 @@
 - ``marker``: a tiny copy (or an empty kernel) on pinprof's own stream at each step window's edge,
   whose correlation id bounds the kernels launched before and after it (in place of launch times);
 - ``marker_table``: the markers matched to their records, appended and dropped without copying all;
-- ``recorder``: the process's one CUPTI client: buffers, the clock offset, rows waiting for records,
-  the handover to torch.profiler.
+- ``batches``: a batch as the recorder holds it, and what its row reads of its records (copy times,
+  memory kind, the driver's staging, the step's kernels);
+- ``records``: records and the batches waiting for them, matched (no CUPTI call: replayed on a CPU);
+- ``clock``: CUPTI's timestamps onto the host's clock;
+- ``recorder``: the process's one CUPTI client: buffers, rows waiting for records, the handover to
+  torch.profiler.
 
 This ``__init__`` imports nothing, as ``profiler.capture``'s.
 """

@@ -175,7 +175,7 @@ class Marker:
             return perf_counter_ns() / 1e6
         self.count += 1
         ms = got / 1e6
-        ns = round(ms * 1e6)  # as Records reads an edge given in ms (recorder._ns): the two agree to the ns
+        ns = round(ms * 1e6)  # as Records reads an edge given in ms (batches._ns): the two agree to the ns
         self.last = (ns, n)
         self.issued.append(self.last)
         return ms
