@@ -474,7 +474,7 @@ def _windows(monkeypatch: pytest.MonkeyPatch, batches: int, window: int | None, 
     Trainer's ``get_batch_samples``): ``window`` batches fetched, then each copied and slept on for
     k = b % 4 + 1 units of ``unit`` ms, trained (a backward), and an optimizer step after the window;
     ``window`` None: one by one, no backward, no step (an evaluation loop). The session's timeline."""
-    monkeypatch.setattr(auto_session, "fetches_windows", lambda: True)
+    monkeypatch.setattr(auto_session, "fetches_windows", lambda: True)  # as auto_session imported it
     data = torch.utils.data.TensorDataset(torch.rand(batches, 3))
     model = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
