@@ -46,8 +46,10 @@ def _ends(ev: dict[str, Any]) -> float:
 def batches(events: list[dict[str, Any]]) -> pd.DataFrame:
     """Per batch, the copies' sums (the columns the module's docstring lists) from a Chrome trace's
     complete events."""
-    nexts = sorted(_ends(ev) for ev in events if str(ev.get("name", "")).endswith(NEXT))
-    starts = sorted(float(ev["ts"]) for ev in events if str(ev.get("name", "")).endswith(NEXT))
+    # the host's ranges (torch.profiler copies them onto the GPU's timeline as "gpu_user_annotation")
+    loads = [ev for ev in events if str(ev.get("name", "")).endswith(NEXT) and ev.get("cat") != "gpu_user_annotation"]
+    nexts = sorted(_ends(ev) for ev in loads)
+    starts = sorted(float(ev["ts"]) for ev in loads)
     records = {
         ev["args"]["correlation"]: ev
         for ev in events
