@@ -64,11 +64,12 @@ log="$OUT/gpu_check.log"
       transfer) timeout 180 python3 scripts/bench_transfer.py ;;
       # dict_batches.py's copies in three set-ups (view pinned, dense pageable, dense pinned), rounds of:
       # the bare script under torch.profiler (scripts/copy_anatomy.py, pinprof off), then the same script
-      # under pinprof profile with each clock; each run's medians and verdict.
+      # under pinprof profile with each clock (HIDDEN_CLOCKS=none: the reference alone); each run's medians
+      # and verdict.
       hidden) for r in $(seq 1 ${HIDDEN_ROUNDS:-1}); do for v in "view" "dense --no-pin" "dense"; do n=$(echo $v | tr -d ' -')
                 timeout 120 python3 scripts/copy_anatomy.py --csv "$OUT/hidden/r$r-$n-ref.csv" -- \
                   tests/scripts/dict_batches.py --layout $v --steps 60 2>&1 | grep -E "copy_anatomy|steady mean|Error"
-                for clock in ${HIDDEN_CLOCKS:-cupti events}; do d="$OUT/hidden/r$r-$n-$clock"
+                for clock in ${HIDDEN_CLOCKS:-cupti events}; do d="$OUT/hidden/r$r-$n-$clock"; [ "$clock" = none ] && continue
                   PINPROF_BACKEND=$clock timeout 120 python3 -m profiler profile --out "$d" --no-plots -- \
                     python3 tests/scripts/dict_batches.py --layout $v --steps 60 > "$d.txt" 2>&1
                   echo "-- r$r $v ($clock): $(grep -h 'steady mean' "$d.txt")"
