@@ -12,8 +12,8 @@ pinprof's own identity, and the two sides meet at their medians):
 - ``layout_ms + hidden_stage_ms + dma_ms`` against the copy operators' host time and their DMA's tail
   past it: within 5% (CUPTI), within ``EVENTS_BOUND`` (events);
 - ``dma_ms``: with CUPTI, against the set-up's memcpy records within 3%; with events (the copy's bytes
-  at the link's calibrated pinned rate, the README says so), against the records of the same bytes
-  from pinned memory (the control's) within ``EVENTS_DMA_BOUND``;
+  at the link's calibrated pinned rate: README, "A copy's three parts"), against the records of the
+  same bytes from pinned memory (the control's) within ``EVENTS_DMA_BOUND``;
 - the control's ``layout_ms`` and ``hidden_stage_ms`` 0 or empty.
 """
 
@@ -40,7 +40,7 @@ SETUPS = {
 STEPS, SKIP = 60, 5
 # The events' split is a model (a pageable copy's DMA at the calibrated pinned rate), and an event pair
 # around a copy times its dispatch too (a pinned 9.6 MiB copy read 0.195 ms by its events, 0.182 ms by
-# its record, on an H100): its bounds, as the README states them.
+# its record, on an H100): the bounds this test holds it to.
 EVENTS_BOUND = 0.15
 EVENTS_DMA_BOUND = 0.10
 
