@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from profiler.capture.auto_rows import RowEnds
 from profiler.capture.batch_tree import tensor_bytes
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.events import current_stream, record
-from profiler.capture.dense import Leaves, leaf_path
+from profiler.capture.dense import leaf_path
 from profiler.capture.phases import account
 from profiler.capture.store import note_memory
 from profiler.modes import Mode
@@ -36,20 +37,9 @@ def copy_mode(pinned: bool, non_blocking: bool) -> Mode:
     return "pageable_nb" if non_blocking else "pageable"
 
 
-class CopyHooks:
-    """The copy half of ``AutoSession``: the state it reads is the session's (the batch being copied,
-    those in flight, the steps seen, the leaves named); ``_bump`` is the session's too."""
-
-    cuda: bool
-    device: torch.device
-    cur: tuple[TransferProfiler, dict[str, Any]] | None
-    flight: list[tuple[TransferProfiler, dict[str, Any]]]
-    steps: int
-    leaves: Leaves
-    _batches: dict[int, Any]
-
-    def _bump(self, newer: dict[str, Any] | None) -> None:  # AutoSession's
-        raise NotImplementedError
+class CopyHooks(RowEnds):
+    """The copy half of ``AutoSession``: it adds to the batches the session holds (``SessionState``),
+    and a copy of a batch fetched after older ones in flight moves their step's start (``_bump``)."""
 
     def takes_over(self, src: torch.Tensor, device: torch.device | None, dtype: Any, extra: bool) -> bool:
         """Whether a ``.to()``/``.cuda()`` of ``src`` is one pinprof makes itself (``copy_pinned``): a

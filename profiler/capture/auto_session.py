@@ -38,7 +38,6 @@ import torch
 
 from profiler.capture import trial
 from profiler.capture.auto_copies import CopyHooks
-from profiler.capture.auto_rows import RowEnds
 from profiler.capture.auto_steps import StepHooks
 from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.frames import calling_framework, fetches_windows, iterator_config
@@ -55,7 +54,7 @@ class TrialDone(BaseException):  # a stop, not an error: what the trial came for
     stops there (a BaseException, so the script's own ``except Exception`` lets it through)."""
 
 
-class AutoSession(RowEnds, StepHooks, CopyHooks):
+class AutoSession(StepHooks, CopyHooks):
     """The recorders of one profiled program (see the module docstring)."""
 
     # -- batch boundaries ---------------------------------------------------------------------------
