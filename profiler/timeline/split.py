@@ -60,3 +60,16 @@ def pinned_as_measured(tl: pd.DataFrame) -> pd.DataFrame:
     out.loc[rows, "dma_ms"] = out.loc[rows, "h2d_gpu_ms"]
     out.loc[rows, "hidden_stage_ms"] = 0.0
     return out
+
+
+def accounted_ms(tl: pd.DataFrame) -> pd.Series:
+    """Per row, what the split's parts (``layout_ms + hidden_stage_ms + dma_ms``) account for, read from
+    other instruments: the copy calls' host time (``layout_ms + h2d_call_ms``, the host clock) and the
+    DMA's tail past the last call's return (``h2d_end_ms - wait_end_ms``, the GPU clock; 0 when the DMA
+    ended first). Defined for rows whose copies block the host (``wait_ms`` equal to ``h2d_call_ms``:
+    ``wait_end_ms`` is then the last call's return, as for every batch with a pageable copy); NaN for
+    the others, whose DMA runs behind the host and has no tail to take."""
+    blocking = np.isclose(tl.wait_ms, tl.h2d_call_ms, rtol=0.0, atol=1e-6) & tl.h2d_call_ms.notna()
+    tail = (tl.h2d_end_ms - tl.wait_end_ms).clip(lower=0.0)
+    host = tl.layout_ms.fillna(0.0) + tl.h2d_call_ms
+    return (host + tail).where(blocking)
