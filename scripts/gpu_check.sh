@@ -78,6 +78,29 @@ log="$OUT/gpu_check.log"
       # The split's GPU tests; their report folders kept under $OUT (tests/data recordings come from them).
       hidden-tests) timeout 560 python3 -m pytest -m gpu -v -s -p no:cacheprovider --timeout=240 \
                       --basetemp="$OUT/hidden-tests" tests/test_gpu_hidden_copies.py ;;
+      # How far the view's copy (its layout copy above all) moves between identical processes: the bare
+      # script under torch.profiler and under pinprof profile (CUPTI), alternated, torch's intra-op threads
+      # at their default and at one (OMP_NUM_THREADS=1).
+      hidden-spread) nproc; for r in $(seq 1 ${SPREAD_ROUNDS:-3}); do for th in default 1; do
+                       env_th=""; [ "$th" = 1 ] && env_th="OMP_NUM_THREADS=1"
+                       echo "-- r$r threads $th: reference"
+                       env $env_th timeout 120 python3 scripts/copy_anatomy.py -- tests/scripts/dict_batches.py \
+                         --layout view --steps 60 2>&1 | grep -E "copy_anatomy|Error"
+                       d="$OUT/spread/r$r-t$th"; mkdir -p "$OUT/spread"
+                       env $env_th PINPROF_BACKEND=cupti timeout 120 python3 -m profiler profile --out "$d" --no-plots \
+                         -- python3 tests/scripts/dict_batches.py --layout view --steps 60 > "$d.txt" 2>&1
+                       echo "-- r$r threads $th: pinprof (cupti) $(grep -h 'steady mean' "$d.txt")"
+                       python3 scripts/split_medians.py "$d" | grep medians; done; done ;;
+      # PinprofCallback in a Lightning fit on the GPU, beside pinprof profile of the same script: rows,
+      # bytes and clock of each.
+      lightning-callback) timeout 150 python3 tests/scripts/lightning_fit.py --steps 30 --matmuls 4 \
+                            --callback-out "$OUT/lightning-callback"
+                          timeout 150 python3 -m profiler profile --out "$OUT/lightning-profile" --no-plots -- \
+                            python3 tests/scripts/lightning_fit.py --steps 30 --matmuls 4 | tail -n 3
+                          for d in lightning-callback lightning-profile; do python3 -c "import pandas as pd, sys
+t = pd.read_csv(sys.argv[1] + '/timeline.csv'); s = t[~t.warmup.astype(bool)]
+print(sys.argv[1].split('/')[-1], len(t), 'rows, bytes', sorted(set(t.bytes)), 'clock', set(t.gpu_clock),
+      'compute_ms median', round(s.compute_ms.median(), 4), 'h2d_gpu_ms median', round(s.h2d_gpu_ms.median(), 4))" "$OUT/$d"; done ;;
       # What a DataLoader worker's handoff costs a batch on this host (rules.pace.HANDOFF_MS reads it).
       handoff) timeout 120 python3 scripts/bench_worker_handoff.py ;;
       # Pinned copies after the link idled, without and with bandwidth.measure's sustained warm-up.

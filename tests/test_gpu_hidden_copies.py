@@ -7,13 +7,22 @@ suggests for the first). Each runs under ``pinprof profile`` with either clock; 
 same script, bare, under torch.profiler (``scripts/copy_anatomy.py``: per batch, the copy operators'
 host spans, the layout copies inside them, the memcpy records and their memory kind, pinprof off).
 
-Per set-up, medians over the steady batches (the runs are separate processes, so batch by batch is
-pinprof's own identity, and the two sides meet at their medians):
-- ``layout_ms + hidden_stage_ms + dma_ms`` against the copy operators' host time and their DMA's tail
-  past it: within 5% (CUPTI), within ``EVENTS_BOUND`` (events);
-- ``dma_ms``: with CUPTI, against the set-up's memcpy records within 3%; with events (the copy's bytes
-  at the link's calibrated pinned rate: README, "A copy's three parts"), against the records of the
-  same bytes from pinned memory (the control's) within ``EVENTS_DMA_BOUND``;
+Per set-up:
+- per batch, ``layout_ms + hidden_stage_ms + dma_ms`` accounts for the copy calls' host time and their
+  DMA's tail past the last call (``profiler.timeline.split.accounted_ms``: the host clock's calls, the
+  GPU clock's copy end) within ``ACCOUNTED_BOUND`` in at least ``ACCOUNTED_SHARE`` of the steady
+  batches (the README's bounds for each clock, "A copy's three parts");
+- ``dma_ms`` against torch.profiler's memcpy records (medians: the runs are separate processes): the
+  control's, the DMA proper of a pinned copy, within 3% (CUPTI) or ``EVENTS_DMA_BOUND`` (events: the
+  copy's bytes at the link's calibrated pinned rate, README "A copy's three parts"); with CUPTI, the
+  pageable set-ups' records the same copies (bytes per batch) and, on both sides, longer than the
+  pinned copy's by half at least (a pageable record spans the driver's staged pieces). Their lengths
+  are printed, not bounded: the staging inside them moves with the process, 5-28% between identical
+  ones (``reports/README.md``, "The hidden copies"); CUPTI's rows read the records themselves;
+- the view's layout copy: in every batch, and with CUPTI its share of the copy as torch.profiler's
+  (within 0.05). The two processes' layout copies themselves are not compared: the same gather moved
+  by up to a third between identical processes, reference and pinprof alike (``reports/README.md``,
+  "The hidden copies");
 - the control's ``layout_ms`` and ``hidden_stage_ms`` 0 or empty.
 """
 
@@ -29,6 +38,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from profiler.timeline import split
+
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,8 +51,12 @@ SETUPS = {
 STEPS, SKIP = 60, 5
 # The events' split is a model (a pageable copy's DMA at the calibrated pinned rate), and an event pair
 # around a copy times its dispatch too (a pinned 9.6 MiB copy read 0.195 ms by its events, 0.182 ms by
-# its record, on an H100): the bounds this test holds it to.
-EVENTS_BOUND = 0.15
+# its record, on an H100): the bound on its DMA this test holds it to.
+ACCOUNTED_BOUND = 0.05
+# The events read the calls on the host clock and the copy on the GPU's: a batch whose call the host
+# preempted, or whose copy queued behind the step's compute, reads apart (on an H100, 2 to 4 of 55 such
+# batches by 5-24% in a pageable run, none with CUPTI's records, which share the host's clock).
+ACCOUNTED_SHARE = {"cupti": 0.95, "events": 0.90}
 EVENTS_DMA_BOUND = 0.10
 
 
@@ -95,7 +110,12 @@ def profiled(tmp_path: Path, setup: str, clock: str, steps: int = STEPS) -> tupl
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     tl = pd.read_csv(out / "timeline.csv")
     meta = json.loads((out / "meta.json").read_text())
-    return tl[~tl.warmup.astype(bool)], meta, run.stdout + run.stderr + (out / "diagnosis.md").read_text()
+    # the reference's steady batches: from batch SKIP on
+    return (
+        tl[~tl.warmup.astype(bool) & (tl.batch >= SKIP)],
+        meta,
+        run.stdout + run.stderr + (out / "diagnosis.md").read_text(),
+    )
 
 
 def _split_line(setup: str, clock: str, tl: pd.DataFrame, ref: pd.DataFrame) -> str:
@@ -117,25 +137,33 @@ def test_the_copy_splits_into_layout_staging_and_dma_as_cupti_sees_it(
     print(_split_line(setup, clock, tl, ref))
     assert len(tl) >= 40 and (tl.gpu_clock == clock).mean() > 0.9
     dma = tl.dma_ms.median()
-    parts = (tl.layout_ms.fillna(0) + tl.hidden_stage_ms.fillna(0) + tl.dma_ms).median()
-    if clock == "cupti":
-        dma_ref, dma_bound, sum_bound = ref.dma_ms.median(), 0.03, 0.05
-    else:  # the model's DMA: the same bytes at the pinned rate
-        dma_ref, dma_bound, sum_bound = reference["dense-pinned"].dma_ms.median(), EVENTS_DMA_BOUND, EVENTS_BOUND
-    assert dma == pytest.approx(dma_ref, rel=dma_bound)
-    if setup == "dense-pinned":  # the control: nothing hidden
+    pinned_ref = reference["dense-pinned"].dma_ms.median()
+    print(f"   dma_ms / torch.profiler's records: {dma / ref.dma_ms.median():.4f}")
+    if setup == "dense-pinned":  # the control: nothing hidden, the DMA proper on both sides
+        assert dma == pytest.approx(pinned_ref, rel=0.03 if clock == "cupti" else EVENTS_DMA_BOUND)
         assert tl.layout_ms.fillna(0).max() == 0 and tl.hidden_stage_ms.fillna(0).max() == 0
         assert set(tl.src_memory) == {"pinned"}
-    else:
-        assert parts == pytest.approx(ref.accounted_ms.median(), rel=sum_bound)
-        assert (tl.hidden_stage_ms > 0).mean() > 0.9
-        if clock == "cupti":  # CUPTI's memory kind: the image's copy reads pageable memory
-            assert set(tl.src_memory) <= {"pageable", "mixed"}
+        return
+    if clock == "cupti":
+        assert (tl.bytes == ref.bytes.iloc[0]).all() and (ref.bytes == ref.bytes.iloc[0]).all()
+        assert dma > 1.5 * pinned_ref and ref.dma_ms.median() > 1.5 * pinned_ref
+    else:  # the model's DMA: the same bytes at the pinned rate
+        assert dma == pytest.approx(pinned_ref, rel=EVENTS_DMA_BOUND)
+    parts = tl.layout_ms.fillna(0) + tl.hidden_stage_ms.fillna(0) + tl.dma_ms
+    accounted = split.accounted_ms(tl)
+    assert accounted.notna().all()  # a pageable copy blocks its caller
+    off = (parts / accounted - 1).abs()
+    print(f"   parts / accounted per batch: median {(parts / accounted).median():.4f}, max off {off.max():.4f}")
+    assert (off <= ACCOUNTED_BOUND).mean() >= ACCOUNTED_SHARE[clock]
+    assert (tl.hidden_stage_ms > 0).mean() > 0.9
+    if clock == "cupti":  # CUPTI's memory kind: the image's copy reads pageable memory
+        assert set(tl.src_memory) <= {"pageable", "mixed"}
     if setup == "view-pinned":
         assert (tl.layout_ms > 0).all()
         # torch.profiler sees torch's own layout copy where it is dispatched as an operator (aten::clone)
-        if ref.layout_ms.median() > 0:
-            assert tl.layout_ms.median() == pytest.approx(ref.layout_ms.median(), rel=0.25)
+        if clock == "cupti" and ref.layout_ms.median() > 0:
+            share = (tl.layout_ms / parts).median()
+            assert share == pytest.approx((ref.layout_ms / ref.accounted_ms).median(), abs=0.05)
 
 
 @pytest.mark.parametrize("clock", ["cupti", "events"])
