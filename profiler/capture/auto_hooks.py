@@ -32,14 +32,16 @@ from torch.nn import parameter as _parameter
 from torch.optim import optimizer as _optimizer
 from torch.utils.data import dataloader as _dataloader
 
+from profiler.capture import copy_hooks
 from profiler.capture.auto_session import AutoSession
-from profiler.capture.dense import needs_layout, needs_layout_into
+from profiler.capture.copy_hooks import batch_copy as _copy
+from profiler.capture.copy_hooks import in_its_batch as _aimed
+from profiler.capture.copy_hooks import timed_copy as _timed_copy
+from profiler.capture.dense import needs_layout_into
 
 _Iter = _dataloader._BaseDataLoaderIter
 _LAZY = _parameter.UninitializedTensorMixin  # type: ignore[attr-defined]  # not in torch's stubs
 _ORIGINAL: dict[str, Any] = {}
-# A layout copy the hooks make for torch (``dense``): the copy, and the user's call on its result.
-Relaid = tuple[Callable[[], torch.Tensor], Callable[[torch.Tensor], Any]]
 _session: AutoSession | None = None
 _step_hook: Any = None  # the handle of torch's global optimizer step post-hook, while patched
 failure: str | None = None  # the internal error that stopped the last session, if one did
@@ -113,6 +115,9 @@ def _fail(err: BaseException) -> None:
     _session.flight = [b for b in _session.flight if b is not cur]
     _restore()
     _session = None
+
+
+copy_hooks.fail = _fail  # the copy path's errors stop the session as the other hooks' do
 
 
 def _guarded(step: Callable[..., Any], *args: Any) -> None:
@@ -193,134 +198,6 @@ def _next(it: Any) -> Any:
     return batch
 
 
-def _timed_copy(
-    s: AutoSession,
-    src: torch.Tensor,
-    non_blocking: bool,
-    call: Callable[[], Any],
-    alt_bytes: int | None,
-    t0: int,
-    relaid: Relaid | None = None,
-) -> Any:
-    """The user's copy ``call`` of ``src``, timed around (CUPTI's records or the events time its GPU
-    side). ``relaid``, given where torch would make ``src`` contiguous inside the call
-    (``profiler.capture.dense``): that layout copy, and the user's call on another source. The layout
-    copy is then made here, timed and ranged (NVTX ``layout`` inside ``h2d``), and the user's call
-    copies the dense tensor: ``layout_ms`` apart from the copy proper, whose call time
-    (``h2d_call_ms``) starts where the layout copy ended."""
-    prof, rec = s.cur  # type: ignore[misc]  # a recorded copy: a batch is current
-    if not s.cuda or "_calls" in rec:
-        # No event times the copy (CUPTI's records do, or a CPU device): the host clock around the call
-        # is all it needs, so copy_begin's events and their tuple are left out (``copy_noted``), a
-        # call less on every copy of the batch.
-        prof.nvtx.push("h2d")
-        t1 = perf_counter_ns()
-        if relaid is None:
-            out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
-            t2 = perf_counter_ns()
-            copied, driver = src, t1
-        else:
-            copied, driver = _layout_copy(prof, relaid[0])
-            out = relaid[1](copied)
-            t2 = perf_counter_ns()
-        try:
-            s.copy_noted(prof, rec, copied, non_blocking, alt_bytes, driver, t2)
-            if copied is not src:
-                s.layout_noted(src, t1, driver)
-        except Exception as err:
-            _fail(err)
-        rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out
-        return out
-    try:
-        began = s.copy_begin()
-    except Exception as err:
-        _fail(err)
-        return call()
-    t1 = perf_counter_ns()
-    if relaid is None:
-        out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
-        copied = src
-    else:
-        copied, driver = _layout_copy(prof, relaid[0])
-        began = (*began[:3], driver / 1e6)  # the call's own time starts after the layout copy
-        out = relaid[1](copied)
-    t2 = perf_counter_ns()
-    try:  # _guarded's work, written out: a frame less on every copy
-        s.copy_end(began, copied, non_blocking, t2)
-        if copied is not src:
-            s.layout_noted(src, t1, driver)
-    except Exception as err:
-        _fail(err)
-    rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out
-    return out
-
-
-def _layout_copy(prof: Any, made: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, int]:
-    """The layout copy ``made()`` in an NVTX ``layout`` range: the dense tensor, and when the copy
-    proper begins (``perf_counter_ns``)."""
-    prof.nvtx.push("layout")
-    dense = made()
-    t = perf_counter_ns()
-    prof.nvtx.pop()
-    return dense, t
-
-
-def _copy(
-    s: AutoSession,
-    src: torch.Tensor,
-    device: torch.device | None,
-    dtype: Any,
-    extra: bool,
-    non_blocking: bool,
-    call: Callable[[], Any],
-    t0: int,
-    aimed: bool = False,
-    relay: Callable[[torch.Tensor], Any] | None = None,
-) -> Any:
-    """A ``.to()``/``.cuda()`` of ``src`` in a batch: pinprof's own copy when it can make it
-    (``AutoSession.copy_pinned``), else the user's ``call`` timed around; if pinprof fails on the
-    way, the user's call runs instead, once. ``t0``: when the hook was entered (``perf_counter_ns``).
-    pinprof's own copy stands for the user's: it counts as the copy, not as pinprof's time.
-    ``relay``: the user's call on another source, given for a non-contiguous ``src``: where torch
-    would make ``src`` contiguous inside the call, the hooks make that copy (``_timed_copy``)."""
-    if not aimed and len(s.flight) > 1 and "_ptrs" in s.cur[1]:  # type: ignore[index]  # the copy is its tensor's batch's
-        again = lambda: _copy(s, src, device, dtype, extra, non_blocking, call, t0, True, relay)  # noqa: E731
-        return _aimed(s, src, call, again)
-    relaid = None
-    if relay is not None and s.cuda and not extra and (dtype is None or dtype == src.dtype):
-        try:
-            if needs_layout(src):
-                relaid = (src.contiguous, relay)
-        except Exception as err:
-            _fail(err)
-    # takes_over's first tests, here: with CUPTI (its records time the user's own copy) or on a CPU
-    # device it is never asked, a call less on every copy; a layout copy is never taken over (its
-    # events would time torch's layout copy as the DMA)
-    if relaid is None and non_blocking and s.cuda and "_calls" not in s.cur[1]:  # type: ignore[index]
-        try:
-            if s.takes_over(src, device, dtype, extra):
-                return s.copy_pinned(src)
-        except Exception as err:
-            _fail(err)
-            return call()
-    alt = None if dtype is None or dtype == src.dtype else src.numel() * dtype.itemsize
-    return _timed_copy(s, src, non_blocking, call, alt, t0, relaid)
-
-
-def _aimed(s: AutoSession, src: torch.Tensor, call: Callable[[], Any], copy: Callable[[], Any]) -> Any:
-    """``copy()`` with the batch that ``src`` belongs to as the current one (``AutoSession.aim``);
-    ``call``: the user's own call, run instead if pinprof fails here."""
-    try:
-        was = s.aim(src)
-    except Exception as err:
-        _fail(err)
-        return call()
-    try:
-        return copy()
-    finally:
-        s.cur = was
-
-
 def _recorded(s: AutoSession | None) -> bool:
     return s is not None and s.cur is not None and threading.get_ident() == s.main
 
@@ -395,7 +272,7 @@ def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
     alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
     call = lambda: original(self, src, *args, **kwargs)  # noqa: E731
     relaid = None
-    if not src.is_contiguous():  # torch may make it contiguous inside the call: made here, timed (_timed_copy)
+    if not src.is_contiguous():  # torch may make it contiguous inside the call: made here, timed (copy_hooks.timed_copy)
         try:
             if needs_layout_into(self, src):
                 relaid = (lambda: src.expand_as(self).contiguous(), lambda t: original(self, t, *args, **kwargs))
