@@ -195,3 +195,13 @@ def test_no_import_circle_among_the_packages_modules() -> None:
 def test_the_circle_check_finds_a_circle() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_house_stays_small_enough_to_read() -> None:
+    """No module of the package over 400 lines, the README at most 300, ``reports/`` at most 3 MB."""
+    long = {
+        str(p.relative_to(PACKAGE)): n for p in (PACKAGE).rglob("*.py") if (n := len(p.read_text().splitlines())) > 400
+    }
+    assert not long, long
+    assert len((PACKAGE.parent / "README.md").read_text().splitlines()) <= 300
+    assert sum(p.stat().st_size for p in (PACKAGE.parent / "reports").rglob("*") if p.is_file()) <= 3_000_000
