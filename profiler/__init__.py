@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from profiler._version import __version__ as __version__
 
 _PUBLIC = {
-    "TransferProfiler": "profiler.capture.profiler",
+    "TransferProfiler": "profiler.drivers.library",
     "PinprofCallback": "profiler.integrations.lightning",
     "PinnedStager": "profiler.capture.staging",
     "prefetch": "profiler.capture.device_prefetch",
@@ -45,8 +45,8 @@ __all__ = sorted([*_PUBLIC, "__version__"])
 
 if TYPE_CHECKING:  # the names __getattr__ loads, for type checkers
     from profiler.capture.device_prefetch import prefetch
-    from profiler.capture.profiler import TransferProfiler
     from profiler.capture.staging import PinnedStager, to_device_staged
+    from profiler.drivers.library import TransferProfiler
     from profiler.errors import BatchTypeError, PinprofError, PinprofHazardWarning, PinprofWarning
     from profiler.integrations.lightning import PinprofCallback
     from profiler.modes import MODES, Mode

@@ -47,6 +47,7 @@ from profiler.capture.auto_session import AutoSession
 from profiler.capture.clock import now_ms
 from profiler.capture.rows import FlushClock
 from profiler.report.journal import Journal
+from profiler.report.journal_process import JournalProcess
 from profiler.settings import current
 
 JOURNAL = Path(tempfile.mkdtemp(prefix="pinprof-bench-"))
@@ -73,7 +74,8 @@ def session(kind: str) -> AutoSession:
     clock, paused = _clocks.get(kind) or (FlushClock.from_settings(), now_ms())
     clock.due_ms += now_ms() - paused
     make = UserCopies if kind == "user-copies" else AutoSession
-    return make(DEVICE, nvtx=True, journal=journal, flush=clock, gate=kind != "ungated")
+    appender = None if journal is None else JournalProcess(journal)
+    return make(DEVICE, nvtx=True, journal=journal, appender=appender, flush=clock, gate=kind != "ungated")
 
 
 def block(model: torch.nn.Module, opt: torch.optim.Optimizer, it: Iterator[Any], n: int) -> tuple[float, float]:

@@ -135,6 +135,7 @@ def hooks(args: argparse.Namespace, dev: torch.device) -> None:
     from profiler.capture.auto_session import AutoSession
     from profiler.capture.rows import FlushClock
     from profiler.report.journal import Journal
+    from profiler.report.journal_process import JournalProcess
 
     if dev.type == "cuda":
         backend.start(dev)  # before any CUDA work, as pinprof profile starts CUPTI; PINPROF_BACKEND picks
@@ -146,7 +147,9 @@ def hooks(args: argparse.Namespace, dev: torch.device) -> None:
     # One session for every hooked block, as one run of pinprof profile: its journal's thread runs
     # throughout, and its paced appends wait for a hooked batch's arrival (AutoSession.arrived).
     journal = Journal(Path(tempfile.mkdtemp(prefix="pinprof-resident-")) / "timeline.csv")
-    session = AutoSession(dev, nvtx=True, run="bench", journal=journal, flush=FlushClock.from_settings())
+    session = AutoSession(
+        dev, nvtx=True, run="bench", journal=journal, appender=JournalProcess(journal), flush=FlushClock.from_settings()
+    )
 
     def timed(hooked: bool) -> float:
         if hooked:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
-from profiler.cli import main
+from profiler.cli import build_parser, main
 from profiler.report import folder
 
 DATA = Path(__file__).parent / "data" / "h200_default"
@@ -42,3 +43,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert err.startswith("pinprof diagnose: error: ") and "missing column(s) mode, batch, bytes" in err
     assert "Traceback" not in err
+
+
+def test_every_verbs_help_prints_its_percent_signs_once() -> None:
+    """argparse formats help with ``%``: a literal ``95%`` must be written ``95%%`` in the source, and
+    ``tune --help`` once printed "95%%" where the source doubled it in a string argparse does not format."""
+    parser = build_parser()
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {name: sub.format_help() for name, sub in verbs.choices.items()}
+    assert "tune" in helps and "profile" in helps
+    doubled = {name: text for name, text in helps.items() if "%%" in text}
+    assert not doubled, doubled
+    assert "95%" in helps["tune"]

@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "render": {"timeline", "analysis", "render"},
     "report": {"timeline", "analysis", "render", "report"},
     "nsys": {"timeline", "analysis", "render", "report", "nsys"},
-    "capture": {"capture", "timeline", "report", "render.palette"},
+    "capture": {"capture", "timeline", "render.palette"},
     "drivers": {"capture", "timeline", "analysis", "render", "report", "nsys", "drivers"},
     "integrations": {"capture", "timeline", "report", "drivers", "integrations"},
     "bench": {"capture", "timeline", "analysis", "render", "report", "nsys", "drivers", "bench"},

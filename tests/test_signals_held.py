@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from profiler import TransferProfiler
-from profiler.capture import profiler as profiler_module
 from profiler.capture.auto_session import AutoSession
+from profiler.drivers import library as profiler_module
 from profiler.drivers import script
 from profiler.report import signals as interrupt
 from profiler.report.files import read_timeline

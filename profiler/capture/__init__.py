@@ -3,12 +3,12 @@
 Holds the profiler object (``profiler``), its phase contexts (``phases``), the copies of each mode
 (``device_copy``, ``staged_copy``, ``staging``), the record store (``store``), pending CUDA events
 (``pending``), its rows read as a timeline or flushed to disk (``rows``), the batch walk (``batch_tree``), the DataLoader pin hook, hazard detection, NVTX, the
-host clock, devices and environment, saving a profiler's report (``saving``), ``cuda/`` (events,
+host clock, devices and environment, ``cuda/`` (events,
 clock anchors, the stream gate, the direct runtime copy), and the GPU clock's choice (``backend``)
 between those events and ``cupti/`` (CUPTI's activity records).
 
 May import: torch, numpy, pandas, the foundation modules (``profiler.errors``, ``settings``,
-``modes``, ``units``, ``atomic``), ``profiler.timeline``, ``profiler.report`` (to save) and
+``modes``, ``units``, ``atomic``), ``profiler.timeline`` and
 ``profiler.render.palette`` (NVTX colours). Never ``analysis``, ``nsys``, ``drivers``, ``bench`` or ``cli``.
 This ``__init__`` imports nothing, so ``profiler.capture.x`` loads only what ``x`` needs.
 """

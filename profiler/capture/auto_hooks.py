@@ -272,7 +272,8 @@ def _copy_(self: torch.Tensor, src: Any, *args: Any, **kwargs: Any) -> Any:
     alt = None if self.dtype == src.dtype else src.numel() * self.element_size()
     call = lambda: original(self, src, *args, **kwargs)  # noqa: E731
     relaid = None
-    if not src.is_contiguous():  # torch may make it contiguous inside the call: made here, timed (copy_hooks.timed_copy)
+    # torch may make a non-contiguous source contiguous inside the call: made here, timed (timed_copy)
+    if not src.is_contiguous():
         try:
             if needs_layout_into(self, src):
                 relaid = (lambda: src.expand_as(self).contiguous(), lambda t: original(self, t, *args, **kwargs))

@@ -19,12 +19,11 @@ from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.dense import Leaves
 from profiler.capture.devices import resolve_device
 from profiler.capture.in_flight import BY_STEP, Mark, Patterns
+from profiler.capture.journaling import Appender, Journal
 from profiler.capture.nvtx import NvtxEmitter
 from profiler.capture.pin_hook import PIN_HOOK
 from profiler.capture.profiler import TransferProfiler
 from profiler.capture.workers import WorkerWatch
-from profiler.report.journal import Journal
-from profiler.report.journal_process import JournalProcess, stopped_line
 from profiler.timeline.build import RawRows, build_rows
 from profiler.timeline.schema import PLAIN
 
@@ -125,6 +124,7 @@ class SessionState:
         nvtx: bool = True,
         run: str = "profile",
         journal: Journal | None = None,
+        appender: Appender | None = None,
         flush: rows.FlushClock | None = None,
         gate: bool = True,
         stop_after: int | None = None,
@@ -150,10 +150,10 @@ class SessionState:
         # Completed batches go to the journal every ``flush`` interval (PINPROF_FLUSH_S, 2 s) from a
         # thread of their own (``rows.JournalWriter``): a kill -9 loses at most the last interval, and
         # the loop's thread makes no append. That thread reads the rows out and hands them to a process
-        # of their own, which builds and writes them (``JournalProcess``): built and formatted here, they
+        # of their own, which builds and writes them (the ``appender``, ``report.journal_process``): built and formatted here, they
         # held Python's lock from the loop (``rows.FLUSH_SHARE``'s note: tens of ms an append).
         self.journal = journal
-        self._appender = JournalProcess(journal) if journal is not None else None
+        self._appender = appender if journal is not None else None
         self.journal_process_ms: float | None = None  # its CPU time for the rows, once it ended (meta.json)
         self.journal_process_start_ms: float | None = None  # and to start
         own_threads.reset()  # meta.json's pinprof_threads_ms: this session's threads' CPU time
@@ -316,7 +316,7 @@ class SessionState:
                     journal.append(build_rows(got))
                 self._flushed[key] = stop
         except OSError as err:
-            self.journal_error = stopped_line(journal.path, err, journal.rows)
+            self.journal_error = journal.stopped_line(err)
             print(f"pinprof: {self.journal_error}", file=sys.stderr)
         self.clock.flushed(started)
 

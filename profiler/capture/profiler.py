@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from time import perf_counter_ns
 from typing import Any, Literal
 
 import pandas as pd
 import torch
 
-from profiler.capture import backend, batch_tree, gc_pauses, rows, saving
+from profiler.capture import backend, batch_tree, gc_pauses, rows
 from profiler.capture.clock import now_ms
 from profiler.capture.cuda.anchor import Anchor, take_anchor
 from profiler.capture.cuda.events import EventPool, current_stream
@@ -44,8 +43,6 @@ from profiler.capture.store import Store, note_memory
 from profiler.errors import MisuseError, PinnedMemoryError, PinprofWarning, UsageError
 from profiler.modes import SPECS, Mode, parse_mode
 from profiler.names import clean
-from profiler.report.claim import release
-from profiler.report.signals import install_sigterm, restore_sigterm, retried_until_held
 
 __all__ = ["PinprofWarning", "TransferProfiler"]
 
@@ -59,7 +56,6 @@ class TransferProfiler:
     nvtx: emit NVTX ranges in domain ``pinprof``.
     warmup: the first ``warmup`` batches are flagged ``warmup=True`` (kept, excluded from summaries).
     gate: time copies from pinned memory behind a held stream (``profiler.capture.cuda.gate``) for exact h2d_ms.
-    out: report folder written when the profiler is used as a context manager (see ``__enter__``).
     hazards: watch the loop for the two non_blocking races and warn once each (``profiler.capture.hazards``;
         costs microseconds per torch operator, so off unless True or ``PINPROF_HAZARDS=1``).
     gpu_clock: ``auto``: CUPTI's records time the GPU where they can be had, CUDA events otherwise
@@ -78,7 +74,6 @@ class TransferProfiler:
         origin_ms: float | None = None,
         config: dict[str, Any] | None = None,
         gate: bool = True,
-        out: str | Path | None = None,
         hazards: bool | None = None,
         gpu_clock: Literal["auto", "events"] = "auto",
     ) -> None:
@@ -90,8 +85,6 @@ class TransferProfiler:
         self.nvtx = NvtxEmitter(enabled=nvtx)
         # names reach CSV, Markdown and HTML: cleaned here, where they enter (profiler.names)
         self.run, self.scenario, self.warmup = clean(run), None if scenario is None else clean(scenario), warmup
-        self.out = out
-        self._lock = saving.claim_out(out) if out is not None else None  # a bad out= fails now, not after the loop
         self._origin = origin_ms
         self._config: dict[str, Any] = dict(config or {})
         self._store = Store()
@@ -305,41 +298,10 @@ class TransferProfiler:
         """Free the staging buffers (pinned memory) once their copies are done."""
         self._staged.close()
 
-    # -- keeping what was measured (profiler.capture.saving) ----------------------------------------
-    def save(self, out: str | Path, partial: bool = False, **extra: Any) -> Path:
-        """Write ``timeline.csv`` and ``meta.json`` into ``out`` (atomically); returns the folder."""
-        return saving.save(self, out, partial, **extra)
-
+    # The public TransferProfiler (``profiler.drivers.library``) adds ``out=``: what was measured kept
+    # however the block ends. Here a ``with`` block only frees the staging buffers.
     def __enter__(self) -> TransferProfiler:
-        """``with TransferProfiler(out=...) as prof:`` writes the report however the block ends.
-
-        An exception (a loader that raises, a DataLoader worker that dies), Ctrl-C or SIGTERM leave
-        ``timeline.csv`` with every batch completed so far and ``"partial": true`` in ``meta.json``;
-        the exception then propagates.
-        """
-        self._previous_sigterm = install_sigterm()
         return self
 
-    def _write_on_exit(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        early: BaseException | None,
-        on_held: Callable[[], None],
-    ) -> None:
-        restore_sigterm(getattr(self, "_previous_sigterm", None))
-        saving.save_on_exit(self, self.out, exc_type, exc, early, on_held)  # type: ignore[arg-type]  # out is set
-
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        try:
-            if self.out is None:
-                restore_sigterm(getattr(self, "_previous_sigterm", None))
-            else:
-                # A handler that raises before the report's signals are held (torch's SIGCHLD, once a
-                # worker died) costs a retry, not the report (retried_until_held).
-                retried_until_held(lambda early, on_held: self._write_on_exit(exc_type, exc, early, on_held))
-        finally:
-            self.close()
-            release(self._lock)
-        if exc_type is None and self.out is not None:
-            saving.merge_ranks(self.out)  # a barrier across ranks: not with signals held
+        self.close()

@@ -1,4 +1,4 @@
-"""What the loop's parts (``loop``, ``phases``, ``prefetch``, ``rows``, ``saving``) read and write of
+"""What the loop's parts (``loop``, ``phases``, ``prefetch``, ``rows``; ``profiler.drivers.saving`` too) read and write of
 the profiler that drives them: ``TransferProfiler``'s state, declared as a protocol, so that those
 modules depend on this declaration and not on the class that imports them (an import circle of eight
 modules through ``TransferProfiler`` before).
@@ -7,7 +7,6 @@ modules through ``TransferProfiler`` before).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
@@ -64,5 +63,3 @@ class ProfilerState(Protocol):
     def compute(self) -> Any: ...
 
     def timeline(self) -> pd.DataFrame: ...
-
-    def save(self, out: str | Path, partial: bool = False, **extra: Any) -> Path: ...

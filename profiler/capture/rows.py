@@ -24,9 +24,8 @@ from profiler.timeline.clockmap import ClockMap
 from profiler.timeline.schema import empty_timeline
 
 if TYPE_CHECKING:
+    from profiler.capture.journaling import Appender, Journal
     from profiler.capture.profiler_state import ProfilerState
-    from profiler.report.journal import Journal
-    from profiler.report.journal_process import JournalProcess
 
 
 def _static(prof: ProfilerState) -> dict[str, Any]:
@@ -129,11 +128,11 @@ class Flusher:
     when each scenario started its own)."""
 
     def __init__(
-        self, prof: ProfilerState, journal: Journal, clock: FlushClock, appender: JournalProcess | None = None
+        self, prof: ProfilerState, journal: Journal, clock: FlushClock, appender: Appender | None = None
     ) -> None:
         self._prof, self._journal, self.clock = prof, journal, clock
         self._late = appender  # started at the first rows to append
-        self._appender: JournalProcess | None = None
+        self._appender: Appender | None = None
         self._start = 0
 
     @property

@@ -34,15 +34,16 @@ from profiler.capture.auto_session import AutoSession, TrialDone
 from profiler.capture.devices import rank_info
 from profiler.capture.knobs import Knobs
 from profiler.capture.knobs import apply as apply_knobs
-from profiler.capture.saving import claim_out, report_folder
 from profiler.drivers import interpreter
 from profiler.drivers.calibrate import split_profiled
 from profiler.drivers.interpreter import split_options
+from profiler.drivers.saving import claim_out, report_folder
 from profiler.drivers.session_report import write_session_report
 from profiler.errors import UsageError
 from profiler.report import disk, files, meta
 from profiler.report.claim import release
 from profiler.report.journal import Journal
+from profiler.report.journal_process import JournalProcess
 from profiler.report.signals import Terminated, install_sigterm, restore_sigterm, write_held
 from profiler.settings import current
 
@@ -290,7 +291,8 @@ def profile(
             limit=batches,
             nvtx=nvtx,
             run=out.name,
-            journal=Journal(folder / files.TIMELINE),
+            journal=(journal := Journal(folder / files.TIMELINE)),
+            appender=JournalProcess(journal),
             stop_after=trial.tune_stop or None,
             force_non_blocking=bool(knobs.non_blocking),
         )
@@ -312,10 +314,10 @@ def profile(
                 split=lambda tl, info: split_profiled(tl, session.device, info, echo),
             )
         except OSError as err:  # a full disk: what the journal kept stays, the program's status is returned
-            journal = session.journal
+            kept_in = session.journal
             kept = (
-                f"{journal.path} keeps the {journal.rows} batches appended before, of {session.batches} measured"
-                if journal is not None and journal.path.is_file() and not journal.path.is_symlink()
+                f"{kept_in.path} keeps the {kept_in.rows} batches appended before, of {session.batches} measured"
+                if kept_in is not None and kept_in.path.is_file() and not kept_in.path.is_symlink()
                 else f"no timeline was kept of the {session.batches} batches measured"
             )
             echo(

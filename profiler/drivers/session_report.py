@@ -19,10 +19,11 @@ from profiler.capture import auto_hooks, own_threads
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.devices import rank_info
 from profiler.capture.environment import describe
-from profiler.capture.saving import report_folder
+from profiler.drivers.saving import report_folder
 from profiler.errors import ReportError
 from profiler.report import disk, files, meta
 from profiler.report.folder import write_report
+from profiler.report.journal import Journal
 from profiler.report.signals import write_held
 
 # How long rank 0 waits for the other ranks' reports before it merges (they end within seconds of
@@ -89,9 +90,10 @@ def write_session_report(
     try:
         write_held(lambda: write_report(folder, tl, info, {}, echo, plots), replay=False)
     except OSError as err:
-        if session.journal is None or not disk.is_full(err):
+        journal = session.journal  # the drivers hand the session report's own Journal
+        if not isinstance(journal, Journal) or not disk.is_full(err):
             raise
-        echo("pinprof: " + disk.keep_on_full_disk(folder, session.journal, tl, info, err))
+        echo("pinprof: " + disk.keep_on_full_disk(folder, journal, tl, info, err))
         return folder
     if ranks["world_size"] > 1 and ranks["rank"] == 0:
         _merge(out, ranks["world_size"], echo)

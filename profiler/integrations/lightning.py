@@ -20,8 +20,8 @@ import lightning
 
 from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
-from profiler.capture.saving import claim_out
 from profiler.drivers.calibrate import split_profiled
+from profiler.drivers.saving import claim_out
 from profiler.drivers.session_report import write_session_report
 from profiler.report.claim import release
 

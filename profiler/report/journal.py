@@ -27,12 +27,25 @@ from profiler.errors import OutputNotWritableError
 from profiler.timeline.schema import COLUMNS
 
 
+def stopped_line(path: Path, err: OSError, rows: int) -> str:
+    """The one line a failed append says (without ``pinprof: ``), in the child or in the process."""
+    why = err.strerror or str(err)
+    return (
+        f"{why if why.startswith(str(path)) else f'{path}: {why}'}; appends stopped with {rows} batches on disk "
+        "(kept), the run goes on measuring in memory"
+    )
+
+
 class Journal:
     """Appends timeline rows to ``path``; ``rows`` counts those written by this journal."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.rows = 0
+
+    def stopped_line(self, err: OSError) -> str:
+        """The one line an append that failed with ``err`` says (``stopped_line``)."""
+        return stopped_line(self.path, err, self.rows)
 
     def start(self) -> None:
         """Replace ``path`` with the header alone (a ``--force`` run must not append to an old report)."""

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from profiler.report.journal import Journal
+from profiler.report.journal import Journal, stopped_line
 from profiler.timeline.build import RawRows, build_rows
 
 ROWS, STOP = "rows", "stop"
@@ -46,15 +46,6 @@ _LENGTH = struct.Struct("<Q")
 # How long the profiled process waits for the child to write what it was handed, at the run's end.
 CLOSE_WAIT_S = 60.0
 NICE = 10  # the child's scheduling priority, below the profiled process's (0)
-
-
-def stopped_line(path: Path, err: OSError, rows: int) -> str:
-    """The one line a failed append says (without ``pinprof: ``), in the child or in the process."""
-    why = err.strerror or str(err)
-    return (
-        f"{why if why.startswith(str(path)) else f'{path}: {why}'}; appends stopped with {rows} batches on disk "
-        "(kept), the run goes on measuring in memory"
-    )
 
 
 class JournalProcess:

@@ -1,7 +1,9 @@
 """Keeping what a profiler measured: its report folder, written however the loop ends.
 
-The profiler itself only measures; this writes its timeline and meta.json (``profiler.report``),
-with signals held (``profiler.report.signals``), and merges the ranks of a distributed job.
+The profiler (``profiler.capture``) only measures; this writes its timeline and meta.json
+(``profiler.report``), with signals held (``profiler.report.signals``), and merges the ranks of a
+distributed job. The library's ``TransferProfiler`` (``profiler.drivers.library``), ``pinprof profile``
+and the Lightning callback keep their folders through it.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ def save_on_exit(
     ``on_held``: as ``write_held`` takes them, from ``retried_until_held``."""
     why = None if exc_type is None else ("SIGTERM" if exc_type is Terminated else exc_type.__name__)
     write_held(
-        lambda: prof.save(
-            out, partial=exc_type is not None, interrupted_by=why, error=None if exc is None else str(exc)[:500]
+        lambda: save(
+            prof, out, partial=exc_type is not None, interrupted_by=why, error=None if exc is None else str(exc)[:500]
         ),
         replay=exc_type is None,
         late=None if exc is None else note_on(exc),
