@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import torch
+from fake_time import FakeClock, faked
 
 from profiler.capture import auto_hooks, auto_session
 from profiler.capture.auto_session import AutoSession
@@ -216,7 +217,14 @@ def _windows(monkeypatch: pytest.MonkeyPatch, batches: int, window: int | None, 
     data = torch.utils.data.TensorDataset(torch.rand(batches, 3))
     model = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    session = AutoSession("cpu", nvtx=False)
+    with faked(FakeClock()):  # time moves by the sleeps alone: each row's compute is exactly its k units
+        session = AutoSession("cpu", nvtx=False)
+        return _windows_run(session, data, model, opt, window, unit)
+
+
+def _windows_run(
+    session: AutoSession, data: Any, model: Any, opt: Any, window: int | None, unit: float
+) -> pd.DataFrame:
     auto_hooks.start(session)
     b = 0
     try:
@@ -242,7 +250,7 @@ def _own_rows(tl: pd.DataFrame, unit: float) -> None:
     assert list(tl.batch) == list(range(len(tl))) and (tl.copies == 1).all(), list(tl.copies)
     for b, got in enumerate(tl.compute_ms):
         k = b % 4 + 1
-        assert k * unit - 1 <= got <= k * unit + 0.75 * unit, (b, k, list(tl.compute_ms.round(1)))
+        assert got == pytest.approx(k * unit, abs=1e-3), (b, k, list(tl.compute_ms.round(1)))
     starts, ends = tl.batch_start_ms.to_numpy(), tl.batch_end_ms.to_numpy()
     assert (starts[1:] >= ends[:-1] - 1e-3).all()
 
@@ -299,7 +307,17 @@ def test_the_loaders_end_is_not_the_last_steps_time() -> None:
     data = torch.utils.data.TensorDataset(torch.arange(16.0).view(8, 2))
     model = torch.nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    session = AutoSession("cpu", nvtx=False)
+    clock = FakeClock()  # time moves by the sleeps alone
+    with faked(clock):
+        session = AutoSession("cpu", nvtx=False)
+        tl = _slow_end_run(session, data, model, opt, unit)
+    assert len(tl) == 4
+    last = float(tl.compute_ms.iloc[-1])
+    assert last == pytest.approx(4 * unit, abs=1e-3), list(tl.compute_ms.round(1))
+    assert float(tl.batch_ms.iloc[-1]) == pytest.approx(4 * unit + _SlowEnd.END_MS, abs=1e-3)  # the row holds the end
+
+
+def _slow_end_run(session: AutoSession, data: Any, model: Any, opt: Any, unit: float) -> pd.DataFrame:
     auto_hooks.start(session)
     try:
         it = iter(_SlowEnd(data, batch_size=2))
@@ -315,11 +333,7 @@ def test_the_loaders_end_is_not_the_last_steps_time() -> None:
     finally:
         auto_hooks.stop()
     assert auto_hooks.failure is None
-    tl = session.close()
-    assert len(tl) == 4
-    last = float(tl.compute_ms.iloc[-1])
-    assert 4 * unit - 1 <= last < 4 * unit + 0.5 * _SlowEnd.END_MS, list(tl.compute_ms.round(1))
-    assert float(tl.batch_ms.iloc[-1]) >= 4 * unit + _SlowEnd.END_MS - 1  # the row still holds the end
+    return session.close()
 
 
 @pytest.mark.parametrize("copies", [True, False])

@@ -137,9 +137,11 @@ def test_appends_leave_no_gap_in_the_rows(tmp_path: Path) -> None:
         f"full collections {steady.gc_ms[steady.gc_ms > 0].round(1).tolist()} ms\n"
         + tl[["batch", "warmup", "batch_ms", "fetch_ms", "compute_ms", "pinprof_ms", "gc_ms"]].round(2).to_string()
     )
-    assert ((gaps > -0.01) & (gaps < 2.0) & (gaps < counted)).all(), pd.DataFrame(
-        {"gap": gaps, "next pinprof_ms": counted}
-    )
+    assert ((gaps > -0.01) & (gaps < counted)).all(), pd.DataFrame({"gap": gaps, "next pinprof_ms": counted})
+    # The run makes about six appends (1.5 s, one every 0.25 s): on the loop's thread each would leave a
+    # gap of 7 ms or more. One gap of a few ms is the loop's thread descheduled on the 2-core machine
+    # (4.57 ms once in a fresh-clone CI run, between rows 3 and 4, counted in row 4's pinprof_ms).
+    assert (gaps >= 2.0).sum() <= 1, pd.DataFrame({"gap": gaps, "next pinprof_ms": counted})
     assert steady.gc_ms.notna().all()
     assert 38 < median < 60
     # The first steady batch is held to the same bound as every other. A 1.25x bound for it alone
