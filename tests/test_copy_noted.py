@@ -8,14 +8,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from time import perf_counter_ns
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from profiler.capture import auto_hooks
+from profiler.capture import auto_hooks, copy_hooks
 from profiler.capture.auto_session import AutoSession
+from profiler.capture.nvtx import NvtxEmitter
 
 # The fields a copy sets: the host clock's readings, and the copy counted.
 CLOCKED = ("call_s", "call_sum", "call_e", "request", "comp_s")
@@ -104,3 +106,51 @@ def test_a_copy_after_the_batchs_step_leaves_its_step_start_alone(
     assert rec["copies"] == 1 and rec["_calls"] == [(t1, t1 + 1_000, ((12,),))]  # counted, and matched
     # a metric's copy after the step: the step's ask for the data and its start stay where they were
     assert _same(rec.get("request"), was.get("request")) and _same(rec["comp_s"], was["comp_s"])
+
+
+class _Session:
+    """What ``copy_hooks.timed_copy`` reads of a session, recording what it is told: ``cuda`` and a
+    batch with no ``_calls`` (events time its copies), or with them (CUPTI's records do)."""
+
+    def __init__(self, cuda: bool, cupti: bool) -> None:
+        self.cuda = cuda
+        self.cur = (
+            SimpleNamespace(nvtx=NvtxEmitter(enabled=False)),
+            {"own_sum": 0.0, **({"_calls": []} if cupti else {})},
+        )
+        self.told: list[tuple[Any, ...]] = []
+
+    def copy_begin(self) -> tuple[Any, ...]:
+        self.cur[0].nvtx.push("h2d")
+        return ("stream", "start", "end", 1.0)
+
+    def copy_end(self, began: tuple[Any, ...], copied: torch.Tensor, non_blocking: bool, t2: int) -> None:
+        self.told.append(("end", began, copied))
+
+    def copy_noted(self, prof: Any, rec: Any, copied: torch.Tensor, nb: bool, alt: Any, driver: int, t2: int) -> None:
+        self.told.append(("noted", driver, copied))
+
+    def layout_noted(self, src: torch.Tensor, t1: int, driver: int) -> None:
+        self.told.append(("layout", src, driver))
+
+
+@pytest.mark.parametrize(("cuda", "cupti"), [(True, False), (True, True), (False, False)])
+def test_a_timed_copy_tells_the_session_its_call_and_its_layout_copy_apart(cuda: bool, cupti: bool) -> None:
+    """With the events (a CUDA batch without CUPTI's records) the call's start moves to the layout
+    copy's end in the tuple ``copy_end`` gets; otherwise ``copy_noted`` gets that end as the call's
+    start. A dense source makes no layout copy, and the call starts where it was made."""
+    src = torch.arange(24.0).view(4, 6)[:, :3]  # a view with gaps
+    s = _Session(cuda, cupti)
+    relay = lambda t: ("copied", t)  # noqa: E731  # the user's call on the dense tensor
+    out = copy_hooks.timed_copy(s, src, False, lambda: "user", None, perf_counter_ns(), (src.contiguous, relay))  # type: ignore[arg-type]
+    assert out[0] == "copied" and out[1].is_contiguous() and torch.equal(out[1], src)
+    (how, first, copied), (layout, laid, driver) = s.told
+    assert copied is out[1] and layout == "layout" and laid is src
+    if cuda and not cupti:
+        assert how == "end" and first[:3] == ("stream", "start", "end") and first[3] == driver / 1e6
+    else:
+        assert how == "noted" and first == driver
+    dense = _Session(cuda, cupti)
+    assert copy_hooks.timed_copy(dense, out[1], False, lambda: "user", None, perf_counter_ns()) == "user"  # type: ignore[arg-type]
+    ((how, first, copied),) = dense.told
+    assert copied is out[1] and (first == ("stream", "start", "end", 1.0) if how == "end" else how == "noted")

@@ -45,44 +45,33 @@ def timed_copy(
     copies the dense tensor: ``layout_ms`` apart from the copy proper, whose call time
     (``h2d_call_ms``) starts where the layout copy ended."""
     prof, rec = s.cur  # type: ignore[misc]  # a recorded copy: a batch is current
-    if not s.cuda or "_calls" in rec:
-        # No event times the copy (CUPTI's records do, or a CPU device): the host clock around the call
-        # is all it needs, so copy_begin's events and their tuple are left out (``copy_noted``), a
-        # call less on every copy of the batch.
-        prof.nvtx.push("h2d")
-        t1 = perf_counter_ns()
-        if relaid is None:
-            out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
-            t2 = perf_counter_ns()
-            copied, driver = src, t1
-        else:
-            copied, driver = layout_copy(prof, relaid[0])
-            out = relaid[1](copied)
-            t2 = perf_counter_ns()
+    # No event times the copy where CUPTI's records do, or on a CPU device: the host clock around the
+    # call is all it needs, so copy_begin's events and their tuple are left out (``copy_noted``), a
+    # call less on every copy of the batch.
+    events = s.cuda and "_calls" not in rec
+    if events:
         try:
-            s.copy_noted(prof, rec, copied, non_blocking, alt_bytes, driver, t2)
-            if copied is not src:
-                s.layout_noted(src, t1, driver)
+            began = s.copy_begin()  # its NVTX ``h2d`` range too
         except Exception as err:
             fail(err)
-        rec["own_sum"] += (perf_counter_ns() - t2 + t1 - t0) / 1e6  # the user's copy call left out
-        return out
-    try:
-        began = s.copy_begin()
-    except Exception as err:
-        fail(err)
-        return call()
+            return call()
+    else:
+        prof.nvtx.push("h2d")
     t1 = perf_counter_ns()
     if relaid is None:
         out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
-        copied = src
+        copied, driver = src, t1
     else:
         copied, driver = layout_copy(prof, relaid[0])
-        began = (*began[:3], driver / 1e6)  # the call's own time starts after the layout copy
         out = relaid[1](copied)
     t2 = perf_counter_ns()
     try:  # _guarded's work, written out: a frame less on every copy
-        s.copy_end(began, copied, non_blocking, t2)
+        if not events:
+            s.copy_noted(prof, rec, copied, non_blocking, alt_bytes, driver, t2)
+        elif copied is src:
+            s.copy_end(began, copied, non_blocking, t2)
+        else:  # the call's own time starts after the layout copy
+            s.copy_end((*began[:3], driver / 1e6), copied, non_blocking, t2)
         if copied is not src:
             s.layout_noted(src, t1, driver)
     except Exception as err:
