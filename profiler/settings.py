@@ -8,11 +8,11 @@
 | ``PINPROF_ELAPSED`` | | ``torch``: read events through torch under a CUDA tool too |
 | ``PINPROF_CACHE`` | ``~/.cache/pinprof`` | folder of the bandwidth calibration cache |
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
-| ``PINPROF_BACKEND`` | ``auto`` | what times the GPU: ``auto`` (CUPTI's activity records where they can start before the process's CUDA work, CUDA events otherwise; ``meta.json`` says which and why), ``events`` (CUDA events), ``cupti`` (as ``auto``, and a fall-back to events is said in one line on stderr): ``profiler.capture.backend`` |
+| ``PINPROF_BACKEND`` | ``auto`` | what times the GPU: ``auto`` (CUPTI's activity records where they can start before the process's CUDA work, CUDA events otherwise; ``meta.json`` says which and why), ``events`` (CUDA events), ``cupti`` (as ``auto``, and a fall-back to events is said in one line on stderr): ``profiler.capture.clocks.choice`` |
 | ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | when CUPTI times the GPU: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
-| ``PINPROF_CUPTI_LATENCY`` | ``0`` | when CUPTI times the GPU, what places each kernel in its batch's step: ``0``, markers (an empty kernel or a tiny copy at each step window's edge, ``profiler.capture.cupti.marker``); ``1``, kernels' launch times in CUPTI's records, which took part in a driver deadlock in every run of the resnet50 benchmark on an H100 (``profiler.capture.backend``) |
-| ``PINPROF_MARKER`` | ``copy`` | when markers place kernels: ``copy``, a copy of a few bytes from pinned memory at each edge, on a stream of pinprof's own; ``kernel``, an empty kernel instead (``profiler.capture.cupti.marker``) |
-| ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.cupti.lib``) |
+| ``PINPROF_CUPTI_LATENCY`` | ``0`` | when CUPTI times the GPU, what places each kernel in its batch's step: ``0``, markers (an empty kernel or a tiny copy at each step window's edge, ``profiler.capture.clocks.cupti.marker``); ``1``, kernels' launch times in CUPTI's records, which took part in a driver deadlock in every run of the resnet50 benchmark on an H100 (``profiler.capture.clocks.choice``) |
+| ``PINPROF_MARKER`` | ``copy`` | when markers place kernels: ``copy``, a copy of a few bytes from pinned memory at each edge, on a stream of pinprof's own; ``kernel``, an empty kernel instead (``profiler.capture.clocks.cupti.marker``) |
+| ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.clocks.cupti.lib``) |
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
 | ``PINPROF_TUNE_STOP`` | | set by ``pinprof tune``: the trial stops once this many batches are recorded |
 | ``PINPROF_STALL_S`` | ``120`` | ``pinprof profile``: seconds with no new batch inside a loader's loop, the loop's thread blocked, before one line on stderr says so and what to do (``profiler.capture.stall``); ``0``: never |

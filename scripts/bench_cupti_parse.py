@@ -35,7 +35,7 @@ CHILD = r"""
 import importlib.util, json, statistics, sys, time
 from pathlib import Path
 import profiler
-from profiler.capture.cupti import layout
+from profiler.capture.clocks.cupti import layout
 
 here = Path(sys.argv[1])
 print("package", profiler.__file__, flush=True)
@@ -84,8 +84,8 @@ out["replay h200_thread_queues"] = per_batch(lambda: replay.replay_live(*recordi
 
 # Kernels that come back after their batches were written (an autograd thread's own queue), against
 # how many written batches the recorder keeps (30 s of them: 4,500 at 150 batches a second).
-from profiler.capture.cupti.batches import Pending, Stats
-from profiler.capture.cupti.records import Records
+from profiler.capture.clocks.cupti.batches import Pending, Stats
+from profiler.capture.clocks.cupti.records import Records
 from profiler.capture.store import TEMPLATE, Store
 
 MS, T0, LAST, PER = 10**6, 10**9, 60, 40

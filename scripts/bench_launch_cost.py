@@ -8,7 +8,7 @@ step, ``--steps`` steps after ``--warm``, with CUPTI's records:
 
 - ``off``: none;
 - ``records``: MEMCPY and CONCURRENT_KERNEL records, as pinprof enables them by default (no launch
-  times: markers place the kernels, ``profiler.capture.cupti.marker``);
+  times: markers place the kernels, ``profiler.capture.clocks.cupti.marker``);
 - ``latency``: the same and the kernels' launch times (``cuptiActivityEnableLatencyTimestamps``), as
   ``PINPROF_CUPTI_LATENCY=1`` asks.
 
@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from profiler.capture.cupti.lib import FLUSH_FORCED
+from profiler.capture.clocks.cupti.lib import FLUSH_FORCED
 
 MODES = ("off", "records", "latency")
 
@@ -41,10 +41,10 @@ def start_records(latency: bool, kernels: bool = True) -> tuple[object, list[int
     """CUPTI's records on, through pinprof's shim; (library, [record bytes given back], stop event).
     ``kernels=False`` enables the memcpy records alone: the per-launch kernel record is what costs a
     launch-bound step its time, so the two are measured apart."""
-    from profiler.capture.cupti.lib import load
-    from profiler.capture.cupti.recorder import BUFFER_BYTES, DRAIN_S, FLUSH_PERIOD_MS, MAX_BUFFERS
-    from profiler.capture.cupti.records import KERNEL, MEMCPY
-    from profiler.capture.cupti.shim import Shim, build
+    from profiler.capture.clocks.cupti.lib import load
+    from profiler.capture.clocks.cupti.recorder import BUFFER_BYTES, DRAIN_S, FLUSH_PERIOD_MS, MAX_BUFFERS
+    from profiler.capture.clocks.cupti.records import KERNEL, MEMCPY
+    from profiler.capture.clocks.cupti.shim import Shim, build
     from profiler.settings import current
 
     cuda = torch.version.cuda

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What one marker costs the loop's thread (``profiler.capture.cupti.marker``), CUPTI's records on.
+"""What one marker costs the loop's thread (``profiler.capture.clocks.cupti.marker``), CUPTI's records on.
 
 In one process, pinprof's CUPTI recorder started before any CUDA work (as ``pinprof profile`` does),
 alternated rounds of: an empty marker kernel (``PINPROF_MARKER=kernel``), a marker copy of a few bytes
@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from profiler.capture import backend  # noqa: E402
 from profiler.capture.clock import now_ms  # noqa: E402
-from profiler.capture.cupti.marker import Marker  # noqa: E402
+from profiler.capture.clocks import choice as backend  # noqa: E402
+from profiler.capture.clocks.cupti.marker import Marker  # noqa: E402
 
 CHUNK = 128
 

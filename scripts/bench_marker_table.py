@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from profiler.bench import cupti_replay as cr
-from profiler.capture.cupti import layout
-from profiler.capture.cupti.batches import Pending, Stats
-from profiler.capture.cupti.records import Records
+from profiler.capture.clocks.cupti import layout
+from profiler.capture.clocks.cupti.batches import Pending, Stats
+from profiler.capture.clocks.cupti.records import Records
 from profiler.capture.store import TEMPLATE, Store
 
 STREAM = 99  # the markers' made-up stream id

@@ -9,7 +9,7 @@
    recorder; prints (instrumented - bare) host time per batch, in microseconds.
 
 3. ``--backends``: the recorder CPU cost of (2) with each GPU clock, CUDA events and CUPTI's records
-   (``profiler.capture.backend``), in alternated processes of their own (CUPTI, once enabled, is
+   (``profiler.capture.clocks.choice``), in alternated processes of their own (CUPTI, once enabled, is
    process-wide: the bare loop beside it pays for it too, as a user's would), one-tensor and
    three-tensor (dict) batches; prints the medians side by side.
 
@@ -236,10 +236,10 @@ def main() -> None:
     dev = torch.device("cuda")
     if args.recorder_only:  # one process of (3)
         import profiler
-        from profiler.capture import backend
+        from profiler.capture.clocks import choice as backend
 
         # Before any CUDA work, as pinprof profile starts them: CUPTI's records asked for later fall
-        # back to the events (profiler.capture.backend), and the CUPTI side would measure the events.
+        # back to the events (profiler.capture.clocks.choice), and the CUPTI side would measure the events.
         # An older checkout (--baseline) may have no start(): its recorder starts them on first use.
         if hasattr(backend, "start"):
             backend.start(dev)

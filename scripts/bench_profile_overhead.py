@@ -42,9 +42,10 @@ from resnet_train import batches, build, step
 
 from profiler.bench import cupti
 from profiler.bench.hook_timers import timers
-from profiler.capture import auto_hooks, backend
+from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
 from profiler.capture.clock import now_ms
+from profiler.capture.clocks import choice as backend
 from profiler.capture.rows import FlushClock
 from profiler.report.journal import Journal
 from profiler.report.journal_process import JournalProcess
@@ -259,7 +260,7 @@ def main() -> None:
         "--late-cupti",
         action="store_true",
         help="with --cupti: start CUPTI's records after the warm-up, not before the model is built (this hung "
-        "on the H200: profiler.capture.backend)",
+        "on the H200: profiler.capture.clocks.choice)",
     )
     p.add_argument(
         "--handover",

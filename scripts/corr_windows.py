@@ -3,7 +3,7 @@
 recorded H200 CUPTI buffers (``tests/data/h200_*/recording.npz``), on any machine.
 
 pinprof places each kernel in the step whose host window holds its launch time (``queued``: CUPTI's
-latency timestamps). Those launch times take part in a driver deadlock (``profiler.capture.backend``)
+latency timestamps). Those launch times take part in a driver deadlock (``profiler.capture.clocks.choice``)
 and cost about 0.5 us a launch. CUPTI numbers every CUDA API call in the order the calls begin, on any
 thread (its correlation id), and every kernel record carries its launch's. So a marker call made at
 each window's edge (any call whose record carries its correlation id) would bound the window in

@@ -50,8 +50,8 @@ VARIANTS = ("as-is", "quiet-drainer", "no-drainer", "flush-off", "quiet-flush-of
 
 def patch(variant: str) -> None:
     """Take away the part ``variant`` names (see the module's docstring)."""
-    from profiler.capture.cupti.clock import CuptiClock
-    from profiler.capture.cupti.recorder import CuptiRecorder
+    from profiler.capture.clocks.cupti.clock import CuptiClock
+    from profiler.capture.clocks.cupti.recorder import CuptiRecorder
 
     if variant == "gate-off":
         os.environ["PINPROF_GATE"] = "0"

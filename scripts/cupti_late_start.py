@@ -34,8 +34,8 @@ os.environ["PINPROF_BACKEND"] = "cupti"
 import torch
 from resnet_train import batches, build, step
 
-from profiler.capture import backend
-from profiler.capture.cupti.lib import FLUSH_FORCED
+from profiler.capture.clocks import choice as backend
+from profiler.capture.clocks.cupti.lib import FLUSH_FORCED
 
 
 def main() -> None:

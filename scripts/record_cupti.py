@@ -28,9 +28,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from profiler import TransferProfiler
-from profiler.capture import auto_hooks, backend
+from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
-from profiler.capture.cupti.recorder import CuptiRecorder
+from profiler.capture.clocks import choice as backend
+from profiler.capture.clocks.cupti.recorder import CuptiRecorder
 from profiler.settings import current
 
 MiB = 1 << 20
@@ -80,7 +81,7 @@ def save_tap(rec: CuptiRecorder, stores: dict[int, str], out: Path) -> str:
                     "sizes": {str(k): v for k, v in rec.sizes.items()},
                     "clocks": [{"host_ns": t[2][0], "cupti": t[2][1], "rate": t[3]} for t in buffers],
                     "batches": batches,
-                    # markers (profiler.capture.cupti.marker): their stream's CUPTI id, and each one's
+                    # markers (profiler.capture.clocks.cupti.marker): their stream's CUPTI id, and each one's
                     # host ns and bytes in the order issued; none where launch times placed the kernels
                     "marker_stream": next((t[1] for t in tap if t[0] == "marker_stream"), None),
                     "markers": [[t[1], t[2]] for t in tap if t[0] == "marker"],

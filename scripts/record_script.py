@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from record_cupti import save_tap
 
-from profiler.capture import backend
+from profiler.capture.clocks import choice as backend
 from profiler.drivers import script
 from profiler.settings import current
 

@@ -18,7 +18,7 @@ import sys
 
 from bench_launch_cost import start_records
 
-from profiler.capture.cupti.lib import CuptiCallError
+from profiler.capture.clocks.cupti.lib import CuptiCallError
 from profiler.drivers.script import parse_target, run_target
 
 

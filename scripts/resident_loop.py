@@ -90,7 +90,7 @@ def plain(args: argparse.Namespace, dev: torch.device) -> None:
 
 def library(args: argparse.Namespace, dev: torch.device) -> None:
     from profiler import TransferProfiler
-    from profiler.capture import backend
+    from profiler.capture.clocks import choice as backend
 
     backend.start(dev)  # before any CUDA work, as pinprof profile starts CUPTI; PINPROF_BACKEND picks
     per_block = 10
@@ -131,8 +131,9 @@ def hooks(args: argparse.Namespace, dev: torch.device) -> None:
     import tempfile
     from pathlib import Path
 
-    from profiler.capture import auto_hooks, backend
+    from profiler.capture import auto_hooks
     from profiler.capture.auto_session import AutoSession
+    from profiler.capture.clocks import choice as backend
     from profiler.capture.rows import FlushClock
     from profiler.report.journal import Journal
     from profiler.report.journal_process import JournalProcess

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from profiler.bench.cupti import trace_events
-from profiler.capture import backend
-from profiler.capture.cupti import layout
+from profiler.capture.clocks import choice as backend
+from profiler.capture.clocks.cupti import layout
 from profiler.settings import current
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

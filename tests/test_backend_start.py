@@ -1,4 +1,4 @@
-"""When CUPTI's records start (``profiler.capture.backend``): before the script under ``pinprof profile``,
+"""When CUPTI's records start (``profiler.capture.clocks.choice``): before the script under ``pinprof profile``,
 and never by surprise after the process's CUDA work began (on the H200 a late start hung a resnet50
 loop: ``scripts/cupti_hang.py``). CPU only: CUDA's state and libcupti's loading are stood in for."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiler.capture import backend
 from profiler.capture.auto_session import AutoSession
+from profiler.capture.clocks import choice as backend
 from profiler.drivers import script
 from profiler.settings import current
 
@@ -49,7 +49,7 @@ def test_a_first_ask_after_cuda_work_began_gets_the_events_and_says_why(
     info = backend.describe()
     assert info["backend"] == "events"
     assert info["why"] == backend.LATE
-    assert "pinprof profile" in info["why"] and "backend.start()" in info["why"]
+    assert "pinprof profile" in info["why"] and "clocks.choice.start()" in info["why"]
     # Asked again (the next loader's profiler), it stays refused: one clock for the whole run.
     assert backend.recorder(CUDA) is None and fresh == []
 
@@ -148,7 +148,7 @@ def test_pinprof_profile_starts_the_records_before_the_scripts_first_line(
     seen = tmp_path / "seen.txt"
     prog = tmp_path / "train.py"
     prog.write_text(
-        f"from profiler.capture import backend\nopen({str(seen)!r}, 'w').write(str(backend._tried))\n",
+        f"from profiler.capture.clocks import choice as backend\nopen({str(seen)!r}, 'w').write(str(backend._tried))\n",
         encoding="utf-8",
     )
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)

@@ -1,7 +1,7 @@
-"""``AutoSession.copy_noted``, the one call that adds a copy no event times (CUPTI's records time it, or
-a CPU device) to its batch record: what each field holds after a run of copies, and that no other field
-moved. (Until the events' ``copy_begin``/``copy_end`` were left to the events alone, this compared the
-record with theirs; every field they set is checked here by value.)"""
+"""A copy no event times (CUPTI's records time it, or a CPU device), added to its batch record by
+``AutoSession.copy_noted`` and the batch's clock (``profiler.capture.clocks``): what each field holds
+after a run of copies, and that no other field moved; and what ``copy_hooks.timed_copy`` tells the
+session and the clock of each kind of batch."""
 
 from __future__ import annotations
 
@@ -17,11 +17,16 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from profiler.capture import auto_hooks, copy_hooks
 from profiler.capture.auto_session import AutoSession
+from profiler.capture.clocks.by_cupti import CuptiClock
+from profiler.capture.clocks.by_events import EventsClock
+from profiler.capture.clocks.by_host import HostClock
+from profiler.capture.clocks.gpu_clock import GpuClock
 from profiler.capture.nvtx import NvtxEmitter
 
 # The fields a copy sets: the host clock's readings, and the copy counted.
 CLOCKED = ("call_s", "call_sum", "call_e", "request", "comp_s")
 COUNTED = ("copies", "bytes", "copy_sync", "src_memory", "_calls")
+CUPTI = CuptiClock(None)  # type: ignore[arg-type]  # its copies never reach the recorder before the row's commit
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -60,9 +65,11 @@ COPIES = [
 @pytest.mark.parametrize("cupti", [False, True], ids=["host", "cupti"])
 def test_copy_noted_adds_each_copy_to_its_batch(cupti: bool, current: tuple[AutoSession, Any, dict[str, Any]]) -> None:
     s, prof, rec = current
+    assert isinstance(rec["_clock"], HostClock)  # a CPU device's batch
     was = copy.deepcopy(rec)  # copies of the batch in flight: the session closes it unchanged
+    clock = CUPTI if cupti else HostClock()
     if cupti:
-        was["_calls"] = []  # as ``arrived`` leaves a batch that CUPTI's records time
+        was["_calls"] = []  # as ``open`` leaves a batch that CUPTI's records time
     new = copy.deepcopy(was)
     spans = []
     for (src, non_blocking, alt), mode in zip(COPIES, ("pageable_nb", "pageable", "pageable_nb", "pageable")):
@@ -70,7 +77,8 @@ def test_copy_noted_adds_each_copy_to_its_batch(cupti: bool, current: tuple[Auto
         s.cur = (prof, new)
         t1 = perf_counter_ns()
         t2 = t1 + 2_000
-        s.copy_noted(prof, new, src, non_blocking, alt, t1, t2)
+        prof.nvtx.push("h2d")  # as the clock's copy_begin pushes it
+        clock.copy_end(s, prof, new, None, src, non_blocking, alt, t1, t2, False)
         spans.append((t1, t2))
         assert prof.mode == mode
     assert set(new) == set(was)
@@ -102,7 +110,8 @@ def test_a_copy_after_the_batchs_step_leaves_its_step_start_alone(
     rec["_stepped"] = True
     was = copy.deepcopy(rec)
     t1 = perf_counter_ns()
-    s.copy_noted(prof, rec, torch.ones(3), True, None, t1, t1 + 1_000)
+    prof.nvtx.push("h2d")
+    CUPTI.copy_end(s, prof, rec, None, torch.ones(3), True, None, t1, t1 + 1_000, False)
     assert rec["copies"] == 1 and rec["_calls"] == [(t1, t1 + 1_000, ((12,),))]  # counted, and matched
     # a metric's copy after the step: the step's ask for the data and its start stay where they were
     assert _same(rec.get("request"), was.get("request")) and _same(rec["comp_s"], was["comp_s"])
@@ -110,13 +119,14 @@ def test_a_copy_after_the_batchs_step_leaves_its_step_start_alone(
 
 class _Session:
     """What ``copy_hooks.timed_copy`` reads of a session, recording what it is told: ``cuda`` and a
-    batch with no ``_calls`` (events time its copies), or with them (CUPTI's records do)."""
+    batch the events time, or CUPTI's records, or (no GPU) the host's clock."""
 
     def __init__(self, cuda: bool, cupti: bool) -> None:
         self.cuda = cuda
+        clock: GpuClock = CUPTI if cupti else EventsClock() if cuda else HostClock()
         self.cur = (
             SimpleNamespace(nvtx=NvtxEmitter(enabled=False)),
-            {"own_sum": 0.0, **({"_calls": []} if cupti else {})},
+            {"own_sum": 0.0, "_clock": clock, **({"_calls": []} if cupti else {})},
         )
         self.told: list[tuple[Any, ...]] = []
 
@@ -127,8 +137,9 @@ class _Session:
     def copy_end(self, began: tuple[Any, ...], copied: torch.Tensor, non_blocking: bool, t2: int) -> None:
         self.told.append(("end", began, copied))
 
-    def copy_noted(self, prof: Any, rec: Any, copied: torch.Tensor, nb: bool, alt: Any, driver: int, t2: int) -> None:
+    def copy_noted(self, prof: Any, rec: Any, copied: torch.Tensor, nb: bool, alt: Any, driver: int, t2: int) -> int:
         self.told.append(("noted", driver, copied))
+        return copied.numel() * copied.element_size()
 
     def layout_noted(self, src: torch.Tensor, t1: int, driver: int) -> None:
         self.told.append(("layout", src, driver))

@@ -1,4 +1,4 @@
-"""Kernels placed by markers instead of launch times (``profiler.capture.cupti.marker``), on a CPU: the
+"""Kernels placed by markers instead of launch times (``profiler.capture.clocks.cupti.marker``), on a CPU: the
 H200 recordings made with launch times, rewritten as markers would have made them
 (``cupti_replay.with_markers``: launch times cleared, a marker kernel or copy numbered after every
 kernel launched by each edge), replayed through ``Records``; and the matching rules on made-up records."""
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from profiler.bench import cupti_replay
-from profiler.capture.cupti import layout
-from profiler.capture.cupti.batches import Call, Pending, Stats
-from profiler.capture.cupti.records import Records
+from profiler.capture.clocks.cupti import layout
+from profiler.capture.clocks.cupti.batches import Call, Pending, Stats
+from profiler.capture.clocks.cupti.records import Records
 from profiler.capture.store import TEMPLATE, Store
 
 DATA = Path(__file__).parent / "data"
@@ -261,27 +261,27 @@ def test_a_copy_call_is_no_edge_where_it_is_unmatched_or_would_not_keep_the_mark
         assert store.columns()["comp_kernels"][0] == 2, (end, nbytes)
 
 
-def test_a_compute_block_marks_its_entry_only_where_no_copy_of_the_batch_came_after_the_last_exit(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_compute_block_marks_its_entry_only_where_no_copy_of_the_batch_came_after_the_last_exit() -> None:
     """``phases.Compute``: the exit of every block is marked; the entry only of a batch's first block,
     and only where the batch's copies did not come after the last exit's marker (they are the edge
     then): a prefetched batch, copied before the previous step ended, and a batch with no copy are."""
     from types import SimpleNamespace
 
     from profiler.capture import phases
+    from profiler.capture.clocks.by_cupti import CuptiClock
 
-    clock = iter(range(10, 10_000, 10))
+    ticks = iter(range(10, 10_000, 10))
     marks: list[str] = []
     where = ["?"]
 
     def edge(device: object) -> float:
         marks.append(where[0])
-        return float(next(clock))
+        return float(next(ticks))
 
-    monkeypatch.setattr(phases, "edge_ms", edge)
+    clock = CuptiClock(SimpleNamespace(mark=edge))  # type: ignore[arg-type]  # the recorder's markers
     nvtx = SimpleNamespace(push=lambda name: None, pop=lambda: None)
-    prof = SimpleNamespace(cuda=True, device="cuda", nvtx=nvtx, _exit_ms=0.0, _cupti_row=lambda rec: True)
+    clocks = SimpleNamespace(of=lambda rec: clock)
+    prof = SimpleNamespace(cuda=True, device="cuda", nvtx=nvtx, _exit_ms=0.0, _clocks=clocks)
 
     def batch(calls_end_ms: float | None, blocks: int, name: str) -> None:
         rec = dict(TEMPLATE)

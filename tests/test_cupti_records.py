@@ -15,10 +15,10 @@ import pytest
 from profiler.bench import cupti_replay
 from profiler.bench.cupti_replay import kernel_record as _kernel
 from profiler.bench.cupti_replay import memcpy_record as _memcpy
-from profiler.capture.cupti import attribute, layout
-from profiler.capture.cupti.batches import Call, Pending, Stats
-from profiler.capture.cupti.clock import CuptiClock
-from profiler.capture.cupti.records import Records
+from profiler.capture.clocks.cupti import attribute, layout
+from profiler.capture.clocks.cupti.batches import Call, Pending, Stats
+from profiler.capture.clocks.cupti.clock import CuptiClock
+from profiler.capture.clocks.cupti.records import Records
 from profiler.capture.store import TEMPLATE, Store
 
 DATA = Path(__file__).parent / "data" / "h200_cupti"

@@ -1,4 +1,4 @@
-"""The C buffer callbacks CUPTI calls (``profiler/capture/cupti/shim.c``), built with the machine's C
+"""The C buffer callbacks CUPTI calls (``profiler/capture/clocks/cupti/shim.c``), built with the machine's C
 compiler and driven from Python as CUPTI drives them: buffers handed out up to the bound, completed
 buffers queued in order with their fields, given back and reused; nothing in the library can take
 Python's lock (it links no Python symbol), which is the point of it."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.capture.cupti.shim import COMPLETED, REGISTER, REQUESTED, Shim, ShimError, build
+from profiler.capture.clocks.cupti.shim import COMPLETED, REGISTER, REQUESTED, Shim, ShimError, build
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler")
 
@@ -77,7 +77,7 @@ def test_a_planted_library_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_flush_period_is_read_from_the_environment_and_a_bad_value_is_named() -> None:
-    from profiler.capture.cupti import recorder
+    from profiler.capture.clocks.cupti import recorder
     from profiler.errors import UsageError
     from profiler.settings import load
 
@@ -124,8 +124,8 @@ class NoBuffers:
 
 def test_only_a_forced_collect_flushes_cupti() -> None:
     """A flush while the loop launches work hung on the H200; the journal's collects must not flush."""
-    from profiler.capture.cupti.lib import FLUSH_FORCED
-    from profiler.capture.cupti.recorder import CuptiRecorder
+    from profiler.capture.clocks.cupti.lib import FLUSH_FORCED
+    from profiler.capture.clocks.cupti.recorder import CuptiRecorder
 
     lib = Lib()
     rec = CuptiRecorder(lib, NoBuffers())  # type: ignore[arg-type]
@@ -141,8 +141,8 @@ def test_a_paused_recorder_enables_its_records_again_without_registering() -> No
     """``release(paused=True)`` then ``resume``: the records enabled again under the callbacks CUPTI
     has, not registered again (a late registration is what the resnet50 benchmark's hangs shared); a
     handover to another client registers them again on ``resume``."""
-    from profiler.capture.cupti.recorder import CuptiRecorder
-    from profiler.capture.cupti.records import KERNEL, MEMCPY
+    from profiler.capture.clocks.cupti.recorder import CuptiRecorder
+    from profiler.capture.clocks.cupti.records import KERNEL, MEMCPY
 
     lib = Lib()
     rec = CuptiRecorder(lib, NoBuffers())  # type: ignore[arg-type]
@@ -168,7 +168,7 @@ def test_the_clock_readings_bracket_cuptis_on_perf_counters_clock(tmp_path: Path
     """``pinprof_clock_reads``: the host clock it reads is ``perf_counter_ns``'s, one reading on each
     side of the timestamp function's; a failing one raises; the recorder's clock takes them, and
     refuses readings of another host clock."""
-    from profiler.capture.cupti.clock import CuptiClock
+    from profiler.capture.clocks.cupti.clock import CuptiClock
 
     shim = Shim(build(tmp_path / "cache"))
 
@@ -204,8 +204,8 @@ def test_torch_profiler_takes_cupti_for_the_rest_of_the_run(monkeypatch: pytest.
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from profiler.capture import backend
-    from profiler.capture.cupti.recorder import CuptiRecorder
+    from profiler.capture.clocks import choice as backend
+    from profiler.capture.clocks.cupti.recorder import CuptiRecorder
 
     rec = CuptiRecorder(Lib(), NoBuffers())  # type: ignore[arg-type]
     rec.start = lambda: setattr(rec, "active", True)  # type: ignore[method-assign]

@@ -15,7 +15,7 @@ import torch
 
 from profiler.analysis.diagnose import diagnose
 from profiler.analysis.findings import Verdict
-from profiler.capture.cupti.batches import staging_ns
+from profiler.capture.clocks.cupti.batches import staging_ns
 from profiler.capture.dense import Leaves, leaf_path, needs_layout, needs_layout_into
 from profiler.report.files import read_timeline
 from profiler.timeline import split

@@ -3,7 +3,7 @@
 The two cannot hold CUPTI at once, so one process alternates blocks: the loop under ``pinprof
 profile``'s hooks (CUPTI's records through pinprof), then the same loop under torch.profiler, which
 takes CUPTI over; the test takes it back after each (``backend.take_back``: a profiled run does not,
-``profiler.capture.backend``). Same tensors, same code, the user's own copies in both.
+``profiler.capture.clocks.choice``). Same tensors, same code, the user's own copies in both.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from torch.utils.data import DataLoader
 
 from profiler import TransferProfiler
 from profiler.bench.cupti import trace_events
-from profiler.capture import auto_hooks, backend
+from profiler.capture import auto_hooks
 from profiler.capture.auto_session import AutoSession
-from profiler.capture.cupti import layout
+from profiler.capture.clocks import choice as backend
+from profiler.capture.clocks.cupti import layout
 from profiler.settings import current
 
 pytestmark = pytest.mark.gpu
@@ -36,7 +37,7 @@ def _records_on() -> Iterator[None]:
     test, so an import-time setting timed the other modules by CUPTI too, and their first loop, run under
     torch.profiler, left CUPTI refused for this one (21 failures on the H100, 2026-12-05). In a run of
     every GPU test, others ran CUDA work first, and the backend refuses to start by itself that late
-    (``profiler.capture.backend``): started on purpose."""
+    (``profiler.capture.clocks.choice``): started on purpose."""
     before = os.environ.get("PINPROF_BACKEND")
     os.environ["PINPROF_BACKEND"] = "cupti"
     current.cache_clear()

@@ -205,3 +205,60 @@ def test_the_house_stays_small_enough_to_read() -> None:
     assert not long, long
     assert len((PACKAGE.parent / "README.md").read_text().splitlines()) <= 300
     assert sum(p.stat().st_size for p in (PACKAGE.parent / "reports").rglob("*") if p.is_file()) <= 3_000_000
+
+
+# What names a clock in a test: the clocks' names (``PINPROF_BACKEND``'s values among them), the
+# timeline's column of them, and their per-batch keys (``_calls``: the copy calls CUPTI's clock logs). Outside ``capture/clocks`` no branch
+# asks these; a clock's own properties (``records_copies``) are asked of the batch's clock itself.
+CLOCK_WORDS = ("cupti", "gpu_clock", "_calls", "events", "eventsclock", "hostclock")
+CLOCK_FREE = ("capture", "drivers", "integrations", "cli")
+
+
+def clock_asks(source: str) -> list[tuple[int, str]]:
+    """(line, word) of every branch in ``source`` whose test names a clock: ``if``/``elif``/``while``
+    conditions, conditional expressions, ``and``/``or`` operands, comprehension filters and matches."""
+    tree = ast.parse(source)
+    tests: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            tests.append(node.test)
+        elif isinstance(node, ast.BoolOp):
+            tests.extend(node.values)
+        elif isinstance(node, ast.comprehension):
+            tests.extend(node.ifs)
+        elif isinstance(node, ast.Match):
+            tests.append(node.subject)
+    found = []
+    for test in tests:
+        for sub in ast.walk(test):
+            word = (
+                sub.id
+                if isinstance(sub, ast.Name)
+                else sub.attr
+                if isinstance(sub, ast.Attribute)
+                else sub.value
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str)
+                else ""
+            )
+            if any(w in word.lower() for w in CLOCK_WORDS):
+                found.append((getattr(sub, "lineno", 0), word))
+    return found
+
+
+def test_no_branch_on_the_clock_outside_the_clocks() -> None:
+    """The clock is chosen in ``capture/clocks/choice.py`` and asked nowhere else: each batch's clock
+    does what differs (``profiler.capture.clocks``)."""
+    asks = {}
+    for name, path in modules():
+        parts = name.split(".")
+        if len(parts) > 2 and parts[1] in CLOCK_FREE and parts[1:3] != ["capture", "clocks"]:
+            if got := clock_asks(path.read_text(encoding="utf-8")):
+                asks[name] = got
+    assert not asks, asks
+
+
+def test_the_clock_check_finds_a_branch_on_the_clock() -> None:
+    assert clock_asks('if "_calls" in rec:\n    pass\n') == [(1, "_calls")]
+    assert clock_asks("x = a if prof._cupti_on() else b\n") == [(1, "_cupti_on")]
+    assert clock_asks("ok = prof.cuda and current().backend == 'events'\n") == [(1, "events")]
+    assert clock_asks("if rec['_clock'].records_copies:\n    pass\n") == []

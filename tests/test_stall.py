@@ -107,10 +107,10 @@ def test_thread_cpu_s_counts_work_and_not_waiting() -> None:
 
 
 def test_the_advice_names_the_rows_and_the_way_out() -> None:
-    with_cupti = stall.advice(Path("out/timeline.csv"), cupti_launch_times=True)
+    with_cupti = stall.advice(Path("out/timeline.csv"), launch_times=True)
     assert f"kill -9 {os.getpid()}" in with_cupti and "out/timeline.csv" in with_cupti
     assert "without PINPROF_CUPTI_LATENCY=1" in with_cupti and "PINPROF_BACKEND=events" in with_cupti
-    plain = stall.advice(None, cupti_launch_times=False)
+    plain = stall.advice(None, launch_times=False)
     assert "PINPROF_CUPTI_LATENCY" not in plain and f"kill -9 {os.getpid()}" in plain
 
 

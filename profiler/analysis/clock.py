@@ -2,7 +2,7 @@
 
 Reads the timeline's ``gpu_clock`` column (str per batch: ``cupti``, ``events``, ``none`` on a CPU,
 ``unknown`` in a report written before the column) and ``meta.json``'s ``gpu_clock`` (``backend``,
-``why`` where CUPTI did not time the run, and ``late_records``: ``profiler.capture.backend.describe``).
+``why`` where CUPTI did not time the run, and ``late_records``: ``profiler.capture.clocks.choice.describe``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-HISTORY_S = 30  # profiler.capture.cupti.records.HISTORY_NS: how long a written batch takes late records
+HISTORY_S = 30  # profiler.capture.clocks.cupti.records.HISTORY_NS: how long a written batch takes late records
 CLOCKS = {"cupti": "CUPTI's activity records", "events": "CUDA events"}
 
 
@@ -40,7 +40,7 @@ def clock_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
 
 def _late(meta: Any) -> str:
     """A warning where CUPTI delivered records too late to be added to the batches of their time
-    (``late_records``, ``profiler.capture.cupti.recorder``): those batches' GPU columns miss them."""
+    (``late_records``, ``profiler.capture.clocks.cupti.recorder``): those batches' GPU columns miss them."""
     late = meta.get("late_records") if isinstance(meta, dict) else None
     if not isinstance(late, int) or late <= 0:
         return ""

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from profiler.capture import backend
+from profiler.capture.clocks import choice as clocks
 
 KINDS = {"Pageable -> Device": "pageable", "Pinned -> Device": "pinned", "Device -> Device": "device"}
 
@@ -43,7 +43,7 @@ def trace_events(fn: Callable[[], Any], *, cpu: bool, cuda: bool) -> tuple[list[
     activities = [a for a, on in ((ProfilerActivity.CPU, cpu), (ProfilerActivity.CUDA, cuda)) if on]
     with profile(activities=activities) as prof:
         fn()
-    took_back = backend.take_back()
+    took_back = clocks.take_back()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:

@@ -6,7 +6,7 @@ A recording holds the raw activity buffers end to end (``buffer_bytes``, ``buffe
 JSON ``meta``: each kind's record size (``sizes``), the clock pair each buffer was put on the host
 clock with (``clocks``: ``host_ns``, ``cupti``, ``rate``) and every batch as the loop handed it over
 (``batches``: ``loop``, ``row``, ``calls``, ``windows``, ``end_ns``); where markers placed the kernels
-(``profiler.capture.cupti.marker``), their stream's CUPTI id (``marker_stream``) and each marker as
+(``profiler.capture.clocks.cupti.marker``), their stream's CUPTI id (``marker_stream``) and each marker as
 issued (``markers``: host ns, bytes).
 """
 
@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from profiler.bench import corr_order
-from profiler.capture.cupti import layout
-from profiler.capture.cupti.batches import Pending, Stats
-from profiler.capture.cupti.marker import SIZES as MARKER_SIZES
-from profiler.capture.cupti.records import LAG_NS, Records
+from profiler.capture.clocks.cupti import layout
+from profiler.capture.clocks.cupti.batches import Pending, Stats
+from profiler.capture.clocks.cupti.marker import SIZES as MARKER_SIZES
+from profiler.capture.clocks.cupti.records import LAG_NS, Records
 from profiler.capture.store import TEMPLATE, Store
 
 
@@ -144,7 +144,7 @@ _SPREAD = 1024  # ids are multiplied by this, leaving room for markers between t
 def with_markers(
     buffers: list[bytes], meta: dict[str, Any], edges_ns: list[int], kind: str = "kernel"
 ) -> tuple[list[bytes], dict[str, Any]]:
-    """A recording made with launch times, as markers (``profiler.capture.cupti.marker``) would have
+    """A recording made with launch times, as markers (``profiler.capture.clocks.cupti.marker``) would have
     made it: kernels' launch times cleared, every correlation id multiplied by ``_SPREAD``, and a marker
     at each host time of ``edges_ns`` (an empty kernel of 1, 2, ... threads, or a copy of 1, 2, ...
     bytes, as ``kind`` says; stream ``MARKER_STREAM``, numbered just after every kernel launched by

@@ -3,9 +3,9 @@
 Holds the profiler object (``profiler``), its phase contexts (``phases``), the copies of each mode
 (``device_copy``, ``staged_copy``, ``staging``), the record store (``store``), pending CUDA events
 (``pending``), its rows read as a timeline or flushed to disk (``rows``), the batch walk (``batch_tree``), the DataLoader pin hook, hazard detection, NVTX, the
-host clock, devices and environment, ``cuda/`` (events,
-clock anchors, the stream gate, the direct runtime copy), and the GPU clock's choice (``backend``)
-between those events and ``cupti/`` (CUPTI's activity records).
+host clock, devices and environment, ``cuda/`` (events, clock anchors, the stream gate, the direct
+runtime copy), and ``clocks/``: the GPU clock of each batch (CUDA events, CUPTI's activity records or,
+with no GPU, the host's), chosen there and asked nowhere else.
 
 May import: torch, numpy, pandas, the foundation modules (``profiler.errors``, ``settings``,
 ``modes``, ``units``, ``atomic``), ``profiler.timeline`` and

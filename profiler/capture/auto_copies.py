@@ -48,7 +48,7 @@ class CopyHooks(RowEnds):
         return bool(
             self.cuda
             and not extra
-            and "_calls" not in self.cur[1]  # type: ignore[index]  # CUPTI times the user's own copy exactly
+            and not self.cur[1]["_clock"].records_copies  # type: ignore[index]  # an exact clock needs none of ours
             and type(src) is torch.Tensor
             and not src.requires_grad
             and (dtype is None or dtype == src.dtype)
@@ -133,7 +133,7 @@ class CopyHooks(RowEnds):
         alt_bytes: int | None,
         call_s_ns: int,
         call_e_ns: int,
-    ) -> None:
+    ) -> int:
         """``copy_end`` of a copy no event times (CUPTI's records time it, or a CPU device), in one
         call: the copy added to the current batch ``rec`` of ``prof`` as ``copy_end`` adds it.
         ``alt_bytes``: the copy's size in the dtype it was asked for, when it converts (torch may convert
@@ -141,7 +141,8 @@ class CopyHooks(RowEnds):
         ``perf_counter_ns`` around the user's call (from the end of the layout copy the hooks made inside it,
         if they made one: ``layout_ms`` is a phase of its own). Kept apart from
         ``copy_end`` because every copy of a profiled loop comes here: ``account`` and
-        ``note_memory`` are written out (a call each less), and no event is recorded."""
+        ``note_memory`` are written out (a call each less), and no event is recorded. Returns the
+        bytes it moved; the batch's clock adds what it times by (``profiler.capture.clocks``)."""
         if self.steps and len(self.flight) > 1:  # _bump marks nothing before the first step
             self._bump(rec)  # batches fetched before this one: their step comes after this copy
         prof.nvtx.pop()
@@ -158,21 +159,13 @@ class CopyHooks(RowEnds):
         rec["call_e"] = call_e
         if not (pinned and non_blocking):
             rec["copy_sync"] = True
-        before_step = "_stepped" not in rec  # a copy after the batch's step: see copy_end
-        calls = rec.get("_calls")
-        if calls is not None:
-            if before_step:
-                rec["request"] = call_e  # the step may use the data once the call returns: see copy_end
-            expect = (nbytes,) if alt_bytes is None or alt_bytes == nbytes else (nbytes, alt_bytes)
-            calls.append((call_s_ns, call_e_ns, (expect,) if nbytes else ()))
-        elif before_step:
-            rec["comp_s"] = call_e  # host clock: the step starts when the batch's last copy has returned
         kind = "pinned" if pinned else "pageable"
         was_kind = rec["src_memory"]  # store.note_memory
         if was_kind != kind:
             rec["src_memory"] = "mixed" if was_kind else kind
         if prof.mode == "auto":
             prof.mode = copy_mode(pinned, non_blocking)
+        return nbytes
 
     def layout_noted(self, src: torch.Tensor, start_ns: int, end_ns: int) -> None:
         """The layout copy the hooks made of ``src`` for the current batch's copy, from ``start_ns`` to

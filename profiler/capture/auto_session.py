@@ -39,7 +39,7 @@ import torch
 from profiler.capture import trial
 from profiler.capture.auto_copies import CopyHooks
 from profiler.capture.auto_steps import StepHooks
-from profiler.capture.cuda.events import current_stream, record
+from profiler.capture.cuda.events import current_stream
 from profiler.capture.frames import calling_framework, fetches_windows, iterator_config
 from profiler.capture.in_flight import LOOKS, Mark, owner, storages
 from profiler.capture.loop import arrived, fetch_begin, fetch_end
@@ -170,13 +170,8 @@ class AutoSession(StepHooks, CopyHooks):
                 for p, older in self.flight:
                     if p is prof and "_ahead" not in older:
                         older["_ahead"] = Mark(rec["fetch_e"], self._mark(p, older, self._step_stream))
-        if prof._cupti_on():
-            rec["_calls"] = []  # CUPTI times this batch: its copy calls, then its step's launches
-        elif self.cuda:
-            ev = rec["_comp_start"] = prof._pool.get()
-            record(ev, current_stream(prof._index))  # re-recorded after each copy of the batch
-        else:
-            rec["comp_s"] = rec["fetch_e"]  # moved to the batch's last copy, if it makes copies
+        clock = rec["_clock"] = prof._clocks.for_new_batch()  # it times the batch to its row's end
+        clock.open(prof, rec)
         prof._cur = rec
         self.cur = (prof, rec)
         self.flight.append(self.cur)

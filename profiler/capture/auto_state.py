@@ -1,8 +1,7 @@
 """What an ``AutoSession`` holds (``SessionState``: the loaders' profilers, the batches in flight, the
 rows a step ended, what the loop has shown so far), and the row's close every way of ending one
-comes to (``_close``): where its step ends by each GPU clock (``_step_by_cupti``, ``_step_by_events``,
-``_step_by_host``), the marks (``_mark``) and the moment of an edge (``_edge``); the journal its
-completed rows go to (``flush``, ``stop_writer``).
+comes to (``_close``: where its step ends, by the batch's GPU clock), the marks (``_mark``) and the
+moment of an edge (``_edge``); the journal its completed rows go to (``flush``, ``stop_writer``).
 """
 
 from __future__ import annotations
@@ -13,9 +12,9 @@ from typing import Any, NamedTuple
 
 import torch
 
-from profiler.capture import backend, own_threads, rows
+from profiler.capture import own_threads, rows
 from profiler.capture.clock import now_ms
-from profiler.capture.cuda.events import current_stream, record
+from profiler.capture.clocks import choice as clocks
 from profiler.capture.dense import Leaves
 from profiler.capture.devices import resolve_device
 from profiler.capture.in_flight import BY_STEP, Mark, Patterns
@@ -26,40 +25,6 @@ from profiler.capture.profiler import TransferProfiler
 from profiler.capture.workers import WorkerWatch
 from profiler.timeline.build import RawRows, build_rows
 from profiler.timeline.schema import PLAIN
-
-
-def _step_by_cupti(rec: dict[str, Any], end: float, bump: Mark | None) -> None:
-    """CUPTI: every kernel launched between the batch's handoff and its row's ``end`` is its step's."""
-    start = bump.host_ms if bump is not None else max(rec["fetch_e"], rec["batch_s"])
-    rec["_window"] = [(start, end)]
-
-
-def _step_by_events(
-    prof: TransferProfiler, rec: dict[str, Any], tent: Mark | None, at_tent: bool, bump: Mark | None
-) -> None:
-    """CUDA events: the step ends at ``tent``'s event where the row closes at its tentative end
-    (``at_tent``), else at one recorded now on the current stream; it starts at ``bump``'s event where
-    a later batch's fetch or copy came before it. Events not kept go back to the pool."""
-    if at_tent and tent is not None and tent.event is not None:
-        ev = tent.event
-    else:
-        if tent is not None and tent.event is not None and tent is not bump:  # a tent may be the start
-            prof._pool.put(tent.event)
-        ev = prof._pool.get()
-        record(ev, current_stream(prof._index))
-    rec["_comp_end"] = ev
-    if bump is not None and bump.event is not None:
-        if "_comp_start" in rec:
-            prof._pool.put(rec["_comp_start"])
-        rec["_comp_start"] = bump.event
-
-
-def _step_by_host(rec: dict[str, Any], end: float, bump: Mark | None) -> None:
-    """No GPU: the step is timed on the host, from the batch's last copy (or ``bump``) to ``end``."""
-    if bump is not None:
-        rec["comp_s"] = max(rec["comp_s"], bump.host_ms)
-    rec["comp_e"] = end
-    rec["comp_sum"] = rec["comp_e"] - rec["comp_s"]
 
 
 def _trained(rec: dict[str, Any]) -> bool:
@@ -199,9 +164,9 @@ class SessionState:
 
     def _edge(self) -> float:
         """Now (host ms), where a row may end: a marker's time where CUPTI's records place kernels
-        by markers (``profiler.capture.cupti.marker``), the clock elsewhere."""
+        by markers (``profiler.capture.clocks.cupti.marker``), the clock elsewhere."""
         if self.cuda:
-            ms = backend.edge_ms(self.device)
+            ms = clocks.edge_ms(self.device)
             if ms is not None:
                 return ms
         return now_ms()
@@ -209,11 +174,7 @@ class SessionState:
     def _mark(self, prof: TransferProfiler, rec: dict[str, Any], stream: Any = None) -> Any:
         """An event now on ``stream`` (the current one if None), for a batch timed by events (None
         otherwise)."""
-        if not self.cuda or "_calls" in rec:
-            return None
-        ev = prof._pool.get()
-        record(ev, stream or current_stream(prof._index))
-        return ev
+        return rec["_clock"].mark(prof, stream)
 
     def _settle(self) -> None:
         """Write the rows the latest step ended (a ``next()`` came, or the run ends), in order."""
@@ -281,12 +242,7 @@ class SessionState:
         rec["batch_s"] = max(rec["fetch_s"], min(rec.pop("_since", self._last_close), end))
         self._last_close = max(self._last_close, end)
         self.patterns.row(str(prof.scenario), boundary)
-        if "_calls" in rec:
-            _step_by_cupti(rec, end, bump)
-        elif self.cuda:
-            _step_by_events(prof, rec, tent, at_tent, bump)
-        else:
-            _step_by_host(rec, end, bump)
+        rec["_clock"].end_step(prof, rec, end, tent, at_tent, bump)
         prof._commit(rec)  # sets rec["_row"] as soon as the row is stored
         self.batches += 1
         if len(prof._pending) >= 8:  # amortise: read finished events a few batches at a time

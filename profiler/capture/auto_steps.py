@@ -16,7 +16,6 @@ from profiler.capture.auto_state import (
     _trained,
     _used_after_tent,
 )
-from profiler.capture.cuda.events import current_stream, record
 from profiler.capture.in_flight import BY_NEXT, BY_STEP, Mark
 from profiler.capture.profiler import TransferProfiler
 from profiler.timeline.schema import DEVICE_PREFETCH, FETCH_AHEAD
@@ -106,7 +105,7 @@ class StepHooks(SessionState):
             return  # no longer in flight: its row closed during the backward
         _drop_done(prof, rec)  # a second backward of the batch: the last one counts
         # where markers place a CUPTI batch's kernels, one here (a window's edge)
-        now = self._edge() if "_calls" in rec else ended_ns / 1e6
+        now = rec["_clock"].step_edge(ended_ns / 1e6, self._edge)
         event = self._mark(prof, rec)
         rec["_done"] = Mark(now, event)
         if event is not None:
@@ -207,12 +206,7 @@ class StepHooks(SessionState):
         """The batch's step starts now (host ms): its start event on the current stream, or its host
         start; nothing for a batch CUPTI times (its window starts where the rows before it end:
         ``_close``'s ``batch_s``)."""
-        if "_calls" in rec:
-            return
-        if self.cuda:
-            record(rec["_comp_start"], current_stream(prof._index))
-        else:
-            rec["comp_s"] = now
+        rec["_clock"].start_step(prof, rec, now)
 
     def _end_at_step(self, prof: TransferProfiler, rec: dict[str, Any], now: float) -> None:
         """The batch's row ends at this optimizer step (host ms ``now``), unless a later step of the

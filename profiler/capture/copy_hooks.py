@@ -45,18 +45,14 @@ def timed_copy(
     copies the dense tensor: ``layout_ms`` apart from the copy proper, whose call time
     (``h2d_call_ms``) starts where the layout copy ended."""
     prof, rec = s.cur  # type: ignore[misc]  # a recorded copy: a batch is current
-    # No event times the copy where CUPTI's records do, or on a CPU device: the host clock around the
-    # call is all it needs, so copy_begin's events and their tuple are left out (``copy_noted``), a
-    # call less on every copy of the batch.
-    events = s.cuda and "_calls" not in rec
-    if events:
-        try:
-            began = s.copy_begin()  # its NVTX ``h2d`` range too
-        except Exception as err:
-            fail(err)
-            return call()
-    else:
-        prof.nvtx.push("h2d")
+    # The batch's clock times it: events around the call, or (CUPTI's records, a CPU device) the host
+    # clock around it alone. Its NVTX ``h2d`` range too.
+    try:
+        clock = rec["_clock"]
+        began = clock.copy_begin(s, prof)
+    except Exception as err:
+        fail(err)
+        return call()
     t1 = perf_counter_ns()
     if relaid is None:
         out = call()  # the user's copy; an error of its own propagates (the batch keeps its earlier copies)
@@ -66,12 +62,7 @@ def timed_copy(
         out = relaid[1](copied)
     t2 = perf_counter_ns()
     try:  # _guarded's work, written out: a frame less on every copy
-        if not events:
-            s.copy_noted(prof, rec, copied, non_blocking, alt_bytes, driver, t2)
-        elif copied is src:
-            s.copy_end(began, copied, non_blocking, t2)
-        else:  # the call's own time starts after the layout copy
-            s.copy_end((*began[:3], driver / 1e6), copied, non_blocking, t2)
+        clock.copy_end(s, prof, rec, began, copied, non_blocking, alt_bytes, driver, t2, copied is not src)
         if copied is not src:
             s.layout_noted(src, t1, driver)
     except Exception as err:
@@ -121,7 +112,7 @@ def batch_copy(
     # takes_over's first tests, here: with CUPTI (its records time the user's own copy) or on a CPU
     # device it is never asked, a call less on every copy; a layout copy is never taken over (its
     # events would time torch's layout copy as the DMA)
-    if relaid is None and non_blocking and s.cuda and "_calls" not in s.cur[1]:  # type: ignore[index]
+    if relaid is None and non_blocking and s.cuda and not s.cur[1]["_clock"].records_copies:  # type: ignore[index]
         try:
             if s.takes_over(src, device, dtype, extra):
                 return s.copy_pinned(src)

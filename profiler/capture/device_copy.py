@@ -27,6 +27,7 @@ import torch
 from profiler.capture import batch_tree
 from profiler.capture.batch_tree import MemoryKind, combined_kind
 from profiler.capture.clock import now_ms
+from profiler.capture.clocks.gpu_clock import GpuClock
 from profiler.capture.cuda import cudart
 from profiler.capture.cuda.events import EventPool, current_stream, record, set_stream, wait
 from profiler.capture.cuda.gate import StreamGate
@@ -66,13 +67,6 @@ def _dma_kind(rec: dict[str, Any], spec: ModeSpec, src_kinds: list[MemoryKind]) 
     return kind
 
 
-def _log_call(rec: dict[str, Any], srcs: list[torch.Tensor], call_s: float, call_e: float) -> None:
-    """A call that CUPTI's records time: its host interval (ns) and the sizes its memcpy records
-    will carry, one a non-empty source, for the recorder to match them (``profiler.capture.cupti``)."""
-    sizes = tuple((batch_tree.tensor_bytes(t),) for t in srcs if t.numel())
-    rec.setdefault("_calls", []).append((round(call_s * 1e6), round(call_e * 1e6), sizes))
-
-
 class DeviceCopier:
     """Issues and times one ``to_device`` call's copies; the events go into the batch's record."""
 
@@ -95,38 +89,40 @@ class DeviceCopier:
         kinds: list[MemoryKind],
         spec: ModeSpec,
         rec: dict[str, Any],
+        clock: GpuClock,
         defer: bool = False,
-        cupti: bool = False,
     ) -> tuple[Any, MemoryKind]:
         """(``batch`` with its CPU tensors on the device, the memory kind its DMA reads); ``rec``
         gets the call's host times, any layout copy and the copy's events. ``defer``: a side-stream
         copy's end event goes to ``rec["_ready"]`` for the caller to wait on, instead of the compute
-        stream waiting on it now (the prefetch loop, ``profiler.capture.prefetch``). ``cupti``: CUPTI's
-        records time the copy (``profiler.capture.cupti``): no events and no gate around it, the call's
-        host interval and its records' sizes go to ``rec["_calls"]``."""
+        stream waiting on it now (the prefetch loop, ``profiler.capture.prefetch``). ``clock``: the
+        batch's (``profiler.capture.clocks``): where it records each copy as the
+        device ran it (CUPTI), no event and no gate go around the copy, and it is given the call's host
+        interval and sources."""
         compute_stream = rec["_stream"] = current_stream(self._index)
         srcs = [t for t, k in zip(tensors, kinds) if k != "device"]
         src_kinds: list[MemoryKind] = [k for k in kinds if k != "device"]
-        if cupti and not defer:
+        exact = clock.records_copies
+        if exact and not defer:
             for t in srcs:  # a loop, not all(): no generator on the hot path
                 if not t.is_contiguous():
                     break
             else:
-                return self._plain(batch, srcs, src_kinds, spec, rec, compute_stream)
+                return self._plain(batch, srcs, src_kinds, spec, rec, compute_stream, clock)
         dsts = self._destinations(srcs, spec.side_stream, compute_stream)
         for d, t in zip(dsts, srcs):  # a loop, not any(): no generator on the hot path
             if needs_layout(d, t):
                 srcs, src_kinds = self._relayout(dsts, srcs, src_kinds, rec)
                 break
-        gated = self._gate is not None and not cupti
-        if gated:  # the layout checks only matter to the gate: CUPTI's path skips them
+        gated = self._gate is not None and not exact
+        if gated:  # the layout checks only matter to the gate: an exact clock's path skips them
             for d, t, k in zip(dsts, srcs, src_kinds):
                 if not (k == "pinned" and single_memcpy(d, t)):
                     gated = False
                     break
         stream = self._copy_stream if spec.side_stream or gated else compute_stream
         switch = stream is not compute_stream
-        start, end = (None, self._pool.get() if defer else None) if cupti else (self._pool.get(), self._pool.get())
+        start, end = clock.copy_events(self._pool, defer)
         self._nvtx.push("h2d")
         if switch:
             if not spec.side_stream:
@@ -156,10 +152,7 @@ class DeviceCopier:
                 set_stream(compute_stream)
             self._nvtx.pop()
         dma_kind = _dma_kind(rec, spec, src_kinds)
-        if cupti:
-            _log_call(rec, srcs, call_s, call_e)
-        else:
-            rec.setdefault("_h2d", []).append((start, end, True))
+        clock.copy_logged(rec, srcs, call_s, call_e, start, end)
         if defer and switch:
             rec.setdefault("_ready", []).append(end)
         return out, dma_kind
@@ -172,9 +165,10 @@ class DeviceCopier:
         spec: ModeSpec,
         rec: dict[str, Any],
         compute_stream: torch.cuda.Stream,
+        clock: GpuClock,
     ) -> tuple[Any, MemoryKind]:
-        """``copy`` where CUPTI's records time the copies and every source is contiguous: each copy is
-        the ``.to()`` the mode stands for (``non_blocking`` as it says; a side-stream mode's on the copy
+        """``copy`` where the batch's clock records each copy as the device ran it (CUPTI's records) and
+        every source is contiguous: each copy is the ``.to()`` the mode stands for (``non_blocking`` as it says; a side-stream mode's on the copy
         stream, which the compute stream then waits for). Nothing needs to sit between the call and the
         DMA here (no events, no gate, no layout copy), so torch allocates and copies in one call, as in
         the user's own loop: ``empty_like`` and ``copy_`` from Python cost a second dispatch a tensor."""
@@ -194,7 +188,7 @@ class DeviceCopier:
             self._nvtx.pop()
         account(rec, "call_s", "call_sum", "call_e", call_s, call_e)
         out = self._placed(batch, dsts, compute_stream if side is not None else None)
-        _log_call(rec, srcs, call_s, call_e)
+        clock.copy_logged(rec, srcs, call_s, call_e, None, None)
         return out, _dma_kind(rec, spec, src_kinds)
 
     def _destinations(

@@ -26,9 +26,10 @@ def driver_version() -> str | None:
 
 def describe(device: torch.device) -> dict[str, Any]:
     """torch_version, torch_cuda, device, device_name, driver, ``gpu_clock``: what timed the GPU
-    (``profiler.capture.backend.describe``), and ``gc``: the process's full garbage collections
+    (``profiler.capture.clocks.choice.describe``), and ``gc``: the process's full garbage collections
     (``profiler.capture.gc_pauses.summary``): the device part of meta.json."""
-    from profiler.capture import backend, gc_pauses
+    from profiler.capture import gc_pauses
+    from profiler.capture.clocks import choice as clocks
 
     cuda = device.type == "cuda"
     return {
@@ -37,6 +38,6 @@ def describe(device: torch.device) -> dict[str, Any]:
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
         "driver": driver_version() if cuda else None,
-        "gpu_clock": backend.describe() if cuda else {"backend": "none"},
+        "gpu_clock": clocks.describe() if cuda else {"backend": "none"},
         "gc": gc_pauses.summary(),
     }

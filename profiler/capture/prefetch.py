@@ -60,8 +60,7 @@ def prefetched(prof: ProfilerState, loader: Iterable[Any], limit: int | None) ->
                 ahead = _fetch_and_copy(prof, it, n) if limit is None or count < limit else None
                 for end in rec.pop("_ready", ()):
                     wait(end, current_stream(prof._index))  # GPU-side: this step's compute after its copy
-                    if "_calls" in rec:  # timed by CUPTI: the event only ordered the streams
-                        prof._pool.put(end)
+                    prof._clocks.of(rec).waited(prof, end)
                 prof._cur = rec
                 yield out
             finally:

@@ -24,8 +24,9 @@ from typing import Any, Literal
 import pandas as pd
 import torch
 
-from profiler.capture import backend, batch_tree, gc_pauses, rows
+from profiler.capture import batch_tree, gc_pauses, rows
 from profiler.capture.clock import now_ms
+from profiler.capture.clocks.choice import clocks_for
 from profiler.capture.cuda.anchor import Anchor, take_anchor
 from profiler.capture.cuda.events import EventPool, current_stream
 from profiler.capture.cuda.gate import StreamGate, gate_wanted, make_gate
@@ -59,7 +60,7 @@ class TransferProfiler:
     hazards: watch the loop for the two non_blocking races and warn once each (``profiler.capture.hazards``;
         costs microseconds per torch operator, so off unless True or ``PINPROF_HAZARDS=1``).
     gpu_clock: ``auto``: CUPTI's records time the GPU where they can be had, CUDA events otherwise
-        (``profiler.capture.backend``); ``events``: CUDA events for this profiler.
+        (``profiler.capture.clocks.choice``); ``events``: CUDA events for this profiler.
     """
 
     def __init__(
@@ -100,8 +101,8 @@ class TransferProfiler:
         self._hazards = hazards_wanted(hazards)
         index = self.device.index
         self._index = index if index is not None else (torch.cuda.current_device() if self.cuda else 0)
-        # CUPTI's records time the GPU where they can be had (profiler.capture.backend), events otherwise.
-        self._cupti = backend.recorder(self.device) if gpu_clock == "auto" else None
+        # CUPTI's records time the GPU where they can be had, events otherwise (profiler.capture.clocks).
+        self._clocks = clocks_for(self.device, gpu_clock)
         self._exit_ms = 0.0  # the latest compute() exit's marker, host ms (phases.Compute)
         if self.cuda:
             self._pool = EventPool(self.device)
@@ -181,28 +182,10 @@ class TransferProfiler:
     def _commit(self, rec: dict[str, Any]) -> None:
         if rec["bytes"] < 0:
             rec["bytes"] = 0  # to_device() was not called: nothing was moved
-        copies, comp_start, comp_end = rec.get("_h2d", ()), rec.get("_comp_start"), rec.get("_comp_end")
         row = self._store.append(rec)
         rec["_row"] = row  # stored: a close interrupted after this (Ctrl-C in the hooks) is not stored twice
-        if self._cupti_row(rec):
-            window = rec.get("_window")
-            if window is None:  # the step is what ran inside compute(), first entry to last exit
-                window = [(rec["comp_s"], rec["comp_e"])] if rec["comp_s"] == rec["comp_s"] else []
-            self._cupti.add(self._store, row, rec.get("_calls", []), window, rec["batch_e"])  # type: ignore[union-attr]
-        elif copies or comp_start is not None or comp_end is not None:
-            self._pending.add(row, list(copies), comp_start, comp_end)
+        self._clocks.of(rec).commit(self, rec, row)
         self._next_batch += 1
-
-    def _cupti_on(self) -> bool:
-        """Whether CUPTI times the GPU now (it can hand over to events mid-run: ``backend``)."""
-        c = self._cupti
-        return c is not None and c.active
-
-    def _cupti_row(self, rec: dict[str, Any]) -> bool:
-        """Whether CUPTI times this batch: a copy of it was logged for CUPTI already (it stays so if
-        CUPTI is handed over before the batch ends: its records came before), or CUPTI is on and no
-        copy of the batch was event-timed (the staged pipeline keeps its own events)."""
-        return "_calls" in rec or (self._cupti_on() and "_h2d" not in rec)
 
     # -- phases ---------------------------------------------------------------------------------
     def to_device(self, batch: Any) -> Any:
@@ -253,7 +236,7 @@ class TransferProfiler:
                 f"mode {mode!r} got a {kind} batch: set pin_memory=True on the "
                 "DataLoader, or the copy is staged by the driver and blocks",
             )
-        out, kind = self._copier.copy(batch, tensors, kinds, spec, rec, defer, cupti=self._cupti_row(rec))
+        out, kind = self._copier.copy(batch, tensors, kinds, spec, rec, self._clocks.of(rec), defer)
         return note_memory(rec, kind, out)
 
     def cpu_work(self) -> CpuWork:

@@ -13,10 +13,10 @@ if TYPE_CHECKING:
     import pandas as pd
     import torch
 
+    from profiler.capture.clocks.choice import Clocks
     from profiler.capture.cuda.anchor import Anchor
     from profiler.capture.cuda.events import EventPool
     from profiler.capture.cuda.gate import StreamGate
-    from profiler.capture.cupti.recorder import CuptiRecorder
     from profiler.capture.nvtx import NvtxEmitter
     from profiler.capture.pending import PendingEvents
     from profiler.capture.store import Store
@@ -43,7 +43,7 @@ class ProfilerState(Protocol):
     _gate: StreamGate | None
     _hazards: bool
     _index: int
-    _cupti: CuptiRecorder | None
+    _clocks: Clocks
     _exit_ms: float
     _pool: EventPool
     _pending: PendingEvents
@@ -53,8 +53,6 @@ class ProfilerState(Protocol):
     def _new_epoch(self, it: Any) -> None: ...
 
     def _commit(self, rec: dict[str, Any]) -> None: ...
-
-    def _cupti_row(self, rec: dict[str, Any]) -> bool: ...
 
     def _copy_into(self, rec: dict[str, Any], batch: Any, defer: bool = False) -> Any: ...
 

@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import torch
 
 from profiler.capture import gc_pauses, own_threads
 from profiler.capture.clock import now_ms
@@ -45,10 +44,8 @@ def timeline(prof: ProfilerState) -> pd.DataFrame:
         last = take_anchor(current_stream(prof._index), prof._gate)  # synchronizes
         prof._pending.resolve(prof._anchor, block=True)
         clock = clock_between(prof._anchor, last)
-    if prof._cupti is not None:
-        if prof._anchor is None:
-            torch.cuda.synchronize(prof.device)
-        prof._cupti.collect(force=True)  # every batch so far: their work is done, their records come now
+    # every batch so far: their work is done (synchronized with the anchor), their records come now
+    prof._clocks.collect(prof.device, synced=prof._anchor is not None, force=True)
     origin = prof._origin if prof._origin is not None else now_ms()
     return build_timeline(prof._store.columns(), origin, clock, _static(prof), gc_pauses.pauses())
 
@@ -72,8 +69,7 @@ def completed_raw(prof: ProfilerState, start: int) -> tuple[RawRows | None, int]
     if prof.cuda and prof._anchor is not None:
         prof._pending.resolve(prof._anchor)
         clock = ClockMap(prof._anchor.host_ms, 1.0)
-    if prof._cupti is not None:
-        prof._cupti.collect()
+    prof._clocks.collect(prof.device, synced=False)
     waiting = [r for r in (prof._pending.first_row(), prof._store.first_waiting()) if r is not None]
     stop = min(waiting) if waiting else len(prof._store)
     if stop <= start:

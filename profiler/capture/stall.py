@@ -109,13 +109,13 @@ class StallWatch(threading.Thread):
         self._stopped.set()
 
 
-def advice(timeline: Path | None, cupti_launch_times: bool) -> str:
+def advice(timeline: Path | None, launch_times: bool) -> str:
     """What the stall line tells the user to do: how to stop the program keeping its rows, and, where
     CUPTI records kernels' launch times, how to run without them."""
     pid = os.getpid()
     kept = f"`kill -9 {pid}` keeps the rows appended to {timeline}" if timeline else f"`kill -9 {pid}` stops it"
     where = f"`py-spy dump --native --pid {pid}` shows where each thread waits"
-    if not cupti_launch_times:
+    if not launch_times:
         return f"If it stays so, {where}; {kept}."
     return (
         f"If it stays so, and only under pinprof, it may be the deadlock between CUPTI's kernel launch times and "

@@ -128,7 +128,7 @@ class Store:
         self._gpu[row * _G + field] = value
 
     def wait_for_gpu(self, row: int) -> None:
-        """``row``'s GPU fields will come from CUPTI (``profiler.capture.cupti.recorder``)."""
+        """``row``'s GPU fields will come from CUPTI (``profiler.capture.clocks.cupti.recorder``)."""
         self._waiting.append(row)
 
     def set_cupti(

@@ -47,13 +47,13 @@ def split_profiled(
     ``calibration``). Rows stay as they are off a GPU or with no events row to split."""
     from profiler.timeline import split
 
-    if device.type != "cuda" or tl.empty or "gpu_clock" not in tl:
+    if device.type != "cuda" or tl.empty:
         return tl
-    events = tl[(tl.gpu_clock == "events") & (tl.bytes > 0)]
-    if events.empty:
+    copies = split.timed_by_events(tl)
+    if copies.empty:
         return tl
     tl = split.pinned_as_measured(tl)
-    staged = events[events.src_memory.isin(["pageable", "mixed"])]
+    staged = copies[copies.src_memory.isin(["pageable", "mixed"])]
     if staged.empty:
         return tl
     cal = _calibration(staged, device, info, echo, "to split the pageable copies (cached)")

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from profiler.capture import auto_hooks, backend, stall
+from profiler.capture import auto_hooks, stall
 from profiler.capture.auto_session import AutoSession, TrialDone
+from profiler.capture.clocks import choice as clocks
 from profiler.capture.devices import rank_info
 from profiler.capture.knobs import Knobs
 from profiler.capture.knobs import apply as apply_knobs
@@ -185,8 +186,9 @@ def run_profiled(target: Target, session: AutoSession) -> tuple[int, str | None,
     previous = install_sigterm()
     original_exit, ours = _keep_on_exit(session)
     # CUPTI's records, if asked for, before any CUDA work of the script
-    clock = backend.start(session.device) if session.cuda else None
-    watch = _watch_stalls(session, launch_times=clock is not None and clock.active and current().cupti_latency)
+    if session.cuda:
+        clocks.start(session.device)
+    watch = _watch_stalls(session, launch_times=clocks.launch_times())
     auto_hooks.start(session)
     try:
         run_target(target)

@@ -73,9 +73,9 @@ def write_session_report(
         **ranks,
     )
     if session.cuda:
-        from profiler.capture import backend
+        from profiler.capture.clocks import choice as clocks
 
-        backend.say(echo)
+        clocks.say(echo)
     if split is not None and not tl.empty:
         try:
             tl = split(tl, info)

@@ -171,7 +171,7 @@ COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 # elapsed since the first anchor event; from CUPTI's records (``gpu_clock`` 1), host ms already.
 # ``h2d_gsum`` the copies' GPU durations summed, ``comp_gsum`` the step's kernels' busy time and
 # ``comp_kernels`` their number, ``stage_gsum`` the driver's staging of the batch's pageable copies
-# (``profiler.capture.cupti.batches.staging_ns``) (CUPTI only; NaN when absent).
+# (``profiler.capture.clocks.cupti.batches.staging_ns``) (CUPTI only; NaN when absent).
 RAW_HOST = (
     "batch_s",
     "batch_e",

@@ -8,7 +8,7 @@ through its own small pinned buffers and DMAs each piece. No event can sit betwe
 
 With CUPTI's records the split is measured, not modelled: the timeline's ``dma_ms`` is the memcpy
 records' own time and ``hidden_stage_ms`` the staging read around them
-(``profiler.capture.cupti.batches.staging_ns``); ``apply`` leaves those rows as they are.
+(``profiler.capture.clocks.cupti.batches.staging_ns``); ``apply`` leaves those rows as they are.
 
 Assumptions: the DMA of pageable data runs at the pinned rate (the same engine over the same link);
 everything else in ``h2d_ms`` is the CPU-side staging, including the pipeline bubbles between the
@@ -50,6 +50,14 @@ def apply(tl: pd.DataFrame, calibration: pd.DataFrame) -> pd.DataFrame:
     layout = out.layout_ms.fillna(0.0) if "layout_ms" in out else 0.0
     out.loc[rows, "hidden_stage_ms"] = np.clip((gpu - layout)[rows].to_numpy() - dma, 0.0, None)
     return out
+
+
+def timed_by_events(tl: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``tl`` with copies whose GPU side CUDA events timed (column ``gpu_clock``): the ones
+    a calibration splits; CUPTI's rows are split as measured."""
+    if "gpu_clock" not in tl:
+        return tl.iloc[:0]
+    return tl[(tl.gpu_clock == "events") & (tl.bytes > 0)]
 
 
 def pinned_as_measured(tl: pd.DataFrame) -> pd.DataFrame:

@@ -2,7 +2,7 @@
 
 A kernel's step is the host interval its launch fell in. CUPTI can give each kernel record its launch
 time (``cuptiActivityEnableLatencyTimestamps``), but with those on the driver deadlocked (a kernel
-launch and a thread of CUPTI's own, each waiting for a driver lock: ``profiler.capture.backend``), and
+launch and a thread of CUPTI's own, each waiting for a driver lock: ``profiler.capture.clocks.choice``), and
 they cost about 0.5 us a launch. CUPTI also numbers every CUDA API call as it begins, on any thread
 (its correlation id), and kernels' numbers follow their launch order: 0 of 19,867 kernels out of order
 in two H200 recordings, backward's from autograd's thread included (``scripts/corr_windows.py``).
@@ -44,9 +44,9 @@ from typing import Any
 
 import torch
 
+from profiler.capture.clocks.cupti.lib import SUCCESS, Lib
+from profiler.capture.clocks.cupti.shim import Shim
 from profiler.capture.cuda.cudart import Runtime, runtime
-from profiler.capture.cupti.lib import SUCCESS, Lib
-from profiler.capture.cupti.shim import Shim
 
 SIZES = 251  # marker copies are 1..SIZES bytes, in turn
 

@@ -18,8 +18,8 @@ this one runs, replaces its callbacks; started before, enabling records under it
 the H200. So the recorder is not started while torch.profiler runs, and a torch.profiler started
 later first makes it hand over (``release``): what was recorded is attributed, and the batches that
 follow, to the end of the run, are timed with CUDA events (``profiler.capture.cuda.events``). Only a
-test or a benchmark takes CUPTI back (``resume``; ``profiler.capture.backend.take_back``): on the
-H200, records enabled again while a resnet50 loop ran hung it (``profiler.capture.backend``).
+test or a benchmark takes CUPTI back (``resume``; ``profiler.capture.clocks.choice.take_back``): on the
+H200, records enabled again while a resnet50 loop ran hung it (``profiler.capture.clocks.choice``).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import time
 from typing import Any
 
 from profiler.capture import own_threads
-from profiler.capture.cupti import layout
-from profiler.capture.cupti.batches import Call, Pending, Stats, _ns
-from profiler.capture.cupti.clock import CuptiClock, _c_reads
-from profiler.capture.cupti.lib import (
+from profiler.capture.clocks.cupti import layout
+from profiler.capture.clocks.cupti.batches import Call, Pending, Stats, _ns
+from profiler.capture.clocks.cupti.clock import CuptiClock, _c_reads
+from profiler.capture.clocks.cupti.lib import (
     ATTR_PER_THREAD_ACTIVITY_BUFFER,
     ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
     FLUSH_FORCED,
@@ -42,9 +42,9 @@ from profiler.capture.cupti.lib import (
     CuptiCallError,
     Lib,
 )
-from profiler.capture.cupti.marker import Marker, MarkerError
-from profiler.capture.cupti.records import KERNEL, MEMCPY, Records
-from profiler.capture.cupti.shim import Shim
+from profiler.capture.clocks.cupti.marker import Marker, MarkerError
+from profiler.capture.clocks.cupti.records import KERNEL, MEMCPY, Records
+from profiler.capture.clocks.cupti.shim import Shim
 from profiler.capture.store import Store
 from profiler.settings import current
 
@@ -88,8 +88,8 @@ class CuptiRecorder:
                 raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
             if current().cupti_latency:
                 # PINPROF_CUPTI_LATENCY=1: kernel launch times (``queued``) find each kernel's step.
-                # They take part in the driver deadlock of ``profiler.capture.backend``'s docstring, so
-                # by default markers do (``profiler.capture.cupti.marker``).
+                # They take part in the driver deadlock of ``profiler.capture.clocks.choice``'s docstring, so
+                # by default markers do (``profiler.capture.clocks.cupti.marker``).
                 lib.call("cuptiActivityEnableLatencyTimestamps", 1)
             else:
                 self.records.marked = True
@@ -180,7 +180,7 @@ class CuptiRecorder:
             if self._paused:
                 # Only the records, under the callbacks already registered: no second registration.
                 # That alone did not keep the resnet50 benchmark from hanging on the H200 (2026-12-04,
-                # 8 rounds, as with one), so a profiled run takes nothing back (profiler.capture.backend).
+                # 8 rounds, as with one), so a profiled run takes nothing back (profiler.capture.clocks.choice).
                 try:
                     self._enable()
                 except CuptiCallError:

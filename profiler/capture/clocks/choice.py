@@ -1,53 +1,27 @@
-"""Which clock times the GPU: CUPTI's activity records where they can be had, CUDA events otherwise.
+"""The one place the GPU clock is chosen: CUPTI's activity records where they can be had, CUDA events
+otherwise, and the host's clock with no GPU (``profiler.capture.clocks``).
 
-CUPTI is exact (each record is the copy or kernel as the device ran it; an event pair around a host
-call also times the host's dispatch: 0.164 ms against CUPTI's 0.0155 ms for the blocking copies of an
-Accelerate batch on the H200), and cheaper on the host: no events to record, no stream gate, nothing
-to read per batch (on the H200, ``scripts/bench_overhead.py --backends``: 18.2 against
-46.1 us a batch of one tensor, 26.7 against 45.6 us for three). ``PINPROF_BACKEND`` picks: ``auto`` (the
-default) and ``cupti`` use CUPTI where they can, ``events`` never does; ``cupti`` also says in one
-line on stderr when the events time the run instead. ``describe`` gives ``meta.json`` the clock and
-why.
+CUPTI is exact (each record is the copy or kernel as the device ran it, where an event pair around a
+call also times the host's dispatch) and puts nothing around the user's copies. ``PINPROF_BACKEND``
+picks: ``auto`` (the default) and ``cupti`` use CUPTI where they can, ``events`` never does; ``cupti``
+also says in one line on stderr when the events time the run instead (``say``). ``describe`` gives
+``meta.json`` the clock and why.
 
-When the records start matters. On the H200 (2026-12-04, ``scripts/cupti_hang.py``), the resnet50
-bench (``scripts/bench_profile_overhead.py --cupti``, 12 loader workers) hung every time its records
-started after its 40-step warm-up (handed back for a bare block, taken again for the first profiled
-one): the autograd engine's thread waited for a driver lock in ``cuLaunchKernelEx`` (cuBLASLt under
-cuDNN's weight gradient), every other thread idle. It hung the same with no periodic flush, with the recorder's thread making no CUPTI call,
-with no stream gate, and with eager module loading. Started once the model was built, before the
-warm-up's first step, the same bench ran to its end (109,434 kernel records; its loader's workers
-started after the records), and started before the process's first CUDA work it ran again (2026-12-04,
-4 pairs of blocks). So the records start as early as pinprof can start
-them: ``pinprof profile`` starts them before the script runs (``start``); a ``TransferProfiler``
-created after the process's CUDA work began gets the events instead, and the report says why, unless
-the caller started CUPTI on purpose (``start(device, late_ok=True)``).
+The records start before the process's CUDA work or not at all: started late, or taken back after
+torch.profiler had them, they hung a resnet50 training loop in the driver (``profiler/DESIGN.md``,
+"CUPTI"; ``reports/README.md``, "The CUPTI hang"). So ``pinprof profile`` starts them before the script
+runs (``start``), and the events time the run, with the reason in the report, where:
 
-CUPTI falls back to the events, and the report says why, where:
+- the process's CUDA work had begun when the records were first asked for (unless the caller starts
+  late on purpose: ``start(device, late_ok=True)``);
+- a CUDA tool is attached (Nsight Systems' CUPTI client refuses a second one), or torch.profiler runs;
+- libcupti cannot be loaded or refuses to start, or no C compiler builds the shim;
+- torch.profiler starts during the run: the recorder hands over (``CuptiRecorder.release``), and the
+  batches from then on, to the run's end, are timed with events (only a test takes CUPTI back:
+  ``take_back``).
 
-- the process's CUDA work had begun when the records were first asked for (above);
-- a CUDA tool is attached (``CUDA_INJECTION64_PATH``: Nsight Systems, whose CUPTI client refuses a
-  second one), or torch.profiler is running (enabling records under Kineto hung the process on the
-  H200);
-- libcupti cannot be loaded, or refuses to start, or no C compiler builds the shim;
-- torch.profiler runs for a while in the middle of the run: the recorder hands over
-  (``CuptiRecorder.release``), and the batches from then on, to the end of the run, are timed with
-  events. CUPTI is not taken back when the profile ends: that would enable the records again in a
-  process whose CUDA work runs, which is what a late first start does, and on the H200 (2026-12-04)
-  the resnet50 bench, handing its records over and taking them back between blocks of 40 steps, hung
-  in each of its four runs of 8 rounds or more (one queue or a queue a thread, callbacks registered
-  again or not; 4 rounds ran), the autograd thread's launch waiting as in the late starts.
-
-What the hang is (an H100, 2026-12-05, ``scripts/cupti_hang.py``; reports/README.md, "The CUPTI
-hang"): every thread's native stack
-shows a deadlock in the driver. A kernel launch waits to take a driver lock for writing, and a
-thread of CUPTI's own waits to take one for reading (in one run a pinned allocation,
-``cuMemHostAlloc``, waited to write too). It came
-in every run with kernels' launch times on (``cuptiActivityEnableLatencyTimestamps``), however the
-records were started or handed over, and in none of three runs without them
-(``PINPROF_CUPTI_LATENCY=0``), the late start and the handovers included. So by default they are
-not asked for: markers find each kernel's step (``profiler.capture.cupti.marker``); with
-``PINPROF_CUPTI_LATENCY=1`` they are, and ``pinprof profile`` says when its loop is blocked
-(``profiler.capture.stall``).
+Kernels' launch times (``PINPROF_CUPTI_LATENCY=1``) took part in every such hang, so by default
+markers place each kernel in its step (``profiler.capture.clocks.cupti.marker``).
 """
 
 from __future__ import annotations
@@ -58,9 +32,13 @@ from typing import Any
 
 import torch
 
-from profiler.capture.cupti.lib import CuptiCallError, load
-from profiler.capture.cupti.recorder import CuptiRecorder
-from profiler.capture.cupti.shim import Shim, ShimError, build
+from profiler.capture.clocks.by_cupti import CuptiClock
+from profiler.capture.clocks.by_events import EventsClock
+from profiler.capture.clocks.by_host import HostClock
+from profiler.capture.clocks.cupti.lib import CuptiCallError, load
+from profiler.capture.clocks.cupti.recorder import CuptiRecorder
+from profiler.capture.clocks.cupti.shim import Shim, ShimError, build
+from profiler.capture.clocks.gpu_clock import GpuClock
 from profiler.settings import current
 
 _recorder: CuptiRecorder | None = None
@@ -73,7 +51,7 @@ LATE = (
     "pinprof's GPU clock was first asked for after this process's CUDA work had begun; CUPTI's records "
     "started that late hung a resnet50 training loop on the H200, so CUDA events time this run. Run the "
     "script under pinprof profile, which starts them before the script, or call "
-    "profiler.capture.backend.start() before the first CUDA work"
+    "profiler.capture.clocks.choice.start() before the first CUDA work"
 )
 
 PROFILER_RUNNING = "torch.profiler is running: its Kineto holds CUPTI"
@@ -82,6 +60,53 @@ HANDED_OVER = (
     "torch.profiler ran: CUPTI was handed to it, and the batches from then on are timed with CUDA events "
     "(taking CUPTI back while the process's CUDA work runs hung a resnet50 training loop on the H200)"
 )
+
+
+class Clocks:
+    """A profiler's GPU clocks: CUPTI's where its records run (``recorder``), and the events (the host's
+    clock with no GPU) for the batches CUPTI does not time. Each batch is given one and keeps it."""
+
+    def __init__(self, cuda: bool, recorder: CuptiRecorder | None) -> None:
+        self.recorder = recorder
+        self.cupti = CuptiClock(recorder) if recorder is not None else None
+        self.fallback: GpuClock = EventsClock() if cuda else HostClock()
+
+    def for_new_batch(self) -> GpuClock:
+        """The clock of a batch fetched now: CUPTI's while its records are this process's."""
+        r = self.recorder
+        return self.cupti if r is not None and r.active else self.fallback  # type: ignore[return-value]
+
+    def of(self, rec: dict[str, Any]) -> GpuClock:
+        """The clock of batch ``rec``, given at its first ask (``TransferProfiler``'s loop asks at its
+        first copy, compute or commit): CUPTI's while its records run, unless a copy of the batch was
+        timed by events already (the staged pipeline keeps its own)."""
+        c: GpuClock | None = rec.get("_clock")
+        if c is None:
+            r = self.recorder
+            c = self.cupti if r is not None and r.active and "_h2d" not in rec else self.fallback
+            rec["_clock"] = c
+        return c  # type: ignore[return-value]
+
+    def collect(self, device: torch.device, synced: bool, force: bool = False) -> None:
+        """Bring the profiler's store up to date with CUPTI's records handed back so far (``force``:
+        with every record so far, after a synchronize, which is made here unless ``synced``)."""
+        if self.recorder is None:
+            return
+        if force and not synced:
+            torch.cuda.synchronize(device)
+        self.recorder.collect(force=force)
+
+
+def clocks_for(device: torch.device, gpu_clock: str) -> Clocks:
+    """A profiler's clocks on ``device``: CUPTI's records where ``gpu_clock`` is ``auto`` and they can
+    be had (``start``), the events otherwise."""
+    return Clocks(device.type == "cuda", recorder(device) if gpu_clock == "auto" else None)
+
+
+def launch_times() -> bool:
+    """Whether CUPTI's records place kernels by their launch times (``PINPROF_CUPTI_LATENCY=1``)."""
+    rec = _recorder
+    return rec is not None and rec.active and current().cupti_latency
 
 
 def recorder(device: torch.device) -> CuptiRecorder | None:

@@ -4,7 +4,7 @@ Why ctypes and not NVIDIA's cupti-python: cupti-python hands each activity recor
 object of its own. On the H200 a buffer-completed callback that read a few fields of each record
 took 13-30 us a record (``scripts/cupti_probe.py``, ``cb_us_per_record``), and a resnet50 step makes
 hundreds of kernel records. Here a buffer is copied out once and read with numpy
-(``profiler.capture.cupti.layout``). The library is the one torch's CUDA wheels already depend on
+(``profiler.capture.clocks.cupti.layout``). The library is the one torch's CUDA wheels already depend on
 (``nvidia-cuda-cupti``), so its version is the CUDA runtime's and nothing more is installed.
 
 Where it is looked for, first found wins: a libcupti this process has already loaded (torch's Kineto

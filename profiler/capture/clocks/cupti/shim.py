@@ -118,7 +118,7 @@ class Shim:
         return read
 
     def marker(self, kernel: bool, call: int, target: int, src: int, stream: int) -> Callable[[int], int]:
-        """An issuer of one marker (``profiler.capture.cupti.marker``): ``call`` is the address of
+        """An issuer of one marker (``profiler.capture.clocks.cupti.marker``): ``call`` is the address of
         ``cuLaunchKernel`` (``kernel``; ``target`` the CUfunction) or of ``cudaMemcpyAsync`` (``target``
         and ``src`` the device and pinned buffers); ``stream`` the stream's handle. The issuer takes the
         marker's size and returns the host ns just after the call, or minus the CUDA error code."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler.capture.cupti import attribute, layout
+from profiler.capture.clocks.cupti import attribute, layout
 from profiler.capture.store import Store
 
 # One copy call: host start and end (ns, perf_counter clock) and what it should have copied.

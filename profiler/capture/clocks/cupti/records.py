@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from profiler.capture.cupti import attribute, layout
-from profiler.capture.cupti.batches import (
+from profiler.capture.clocks.cupti import attribute, layout
+from profiler.capture.clocks.cupti.batches import (
     NAN,
     Call,
     Done,
@@ -30,7 +30,7 @@ from profiler.capture.cupti.batches import (
     _steps_ms,
     staging_ns,
 )
-from profiler.capture.cupti.marker_table import MarkerTable
+from profiler.capture.clocks.cupti.marker_table import MarkerTable
 
 KERNEL, MEMCPY = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
 LAG_NS = 50_000_000
@@ -56,7 +56,7 @@ class Records:
         self._pending: list[Pending] = []
         self._mem = layout.empty(MEMCPY)
         self._ker = layout.empty(KERNEL)
-        # Markers (``profiler.capture.cupti.marker``), where kernels carry no launch time: ``marked``
+        # Markers (``profiler.capture.clocks.cupti.marker``), where kernels carry no launch time: ``marked``
         # says so; the marker copies' stream (CUPTI's id), the markers issued and not yet matched to
         # their record ((host ns, bytes), oldest first: the loop's thread appends), and those matched:
         # correlation ids and host ns, both rising.

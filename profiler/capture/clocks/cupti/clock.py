@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from profiler.capture.cupti.lib import Lib
-from profiler.capture.cupti.shim import Shim
+from profiler.capture.clocks.cupti.lib import Lib
+from profiler.capture.clocks.cupti.shim import Shim
 
 
 def _c_reads(lib: Lib, shim: Shim) -> Callable[[], tuple[int, int, int]] | None:
