@@ -31,6 +31,19 @@ log="$OUT/gpu_check.log"
       # still run (test_gpu_cupti's view-0 hung so, once, after the modules before it, 2026-12-05).
       tests) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider \
                --timeout=${GPU_TEST_LIMIT:-240} tests ;;
+      # The whole GPU suite of an older checkout (BASELINE, carried: a folder holding its profiler,
+      # tests and scripts) and of this one, in one call: side by side on two GPUs where the machine has
+      # two (each suite on its own card and its own cores), one after the other on one.
+      suite-before-after) base=$(cd "${BASELINE:-.base}" && pwd); here=$PWD
+        # each with its own temporary and cache folders (the CUPTI shim is built there)
+        suite() { (cd "$1" && CUDA_VISIBLE_DEVICES=$2 PYTHONPATH=/tmp/site:$1 PINPROF_CACHE=/tmp/cache-$2 \
+                   timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider \
+                   --basetemp=/tmp/suite-$2 --timeout=${GPU_TEST_LIMIT:-240} tests > "$3" 2>&1
+                   echo "exit status $?" >> "$3") }
+        if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+          suite "$base" 0 "$OUT/suite-before.txt" & suite "$here" 1 "$OUT/suite-after.txt"; wait
+        else suite "$base" 0 "$OUT/suite-before.txt"; suite "$here" 0 "$OUT/suite-after.txt"; fi
+        for f in before after; do echo "-- $f: $(tail -n 2 "$OUT/suite-$f.txt" | tr '\n' ' ')"; done ;;
       run) timeout 180 python3 -m profiler run --out "$OUT/run-default" --force ;;
       quoted) timeout 120 python3 scripts/naive_benchmark.py --out "$OUT/naive" && timeout 120 python3 scripts/better_benchmark.py --out "$OUT/better" ;;
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
