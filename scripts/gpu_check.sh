@@ -42,8 +42,10 @@ log="$OUT/gpu_check.log"
                    echo "exit status $?" >> "$3") }
         if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
           suite "$base" 0 "$OUT/suite-before.txt" & suite "$here" 1 "$OUT/suite-after.txt"; wait
-        else suite "$base" 0 "$OUT/suite-before.txt"; suite "$here" 0 "$OUT/suite-after.txt"; fi
-        for f in before after; do echo "-- $f: $(tail -n 2 "$OUT/suite-$f.txt" | tr '\n' ' ')"; done ;;
+        else  # SUITES: which of the two this call runs (both unless told)
+          for f in ${SUITES:-before after}; do d=$here; [ "$f" = before ] && d=$base; suite "$d" 0 "$OUT/suite-$f.txt"; done
+        fi
+        for f in ${SUITES:-before after}; do echo "-- $f: $(tail -n 2 "$OUT/suite-$f.txt" | tr '\n' ' ')"; done ;;
       run) timeout 180 python3 -m profiler run --out "$OUT/run-default" --force ;;
       quoted) timeout 120 python3 scripts/naive_benchmark.py --out "$OUT/naive" && timeout 120 python3 scripts/better_benchmark.py --out "$OUT/better" ;;
       bench) timeout 180 python3 scripts/bench_overhead.py ;;
