@@ -3,7 +3,7 @@
 wall time and peak memory of each verb, run as a user runs it (a process of its own).
 
 The timeline is a recorded H200 report (``tests/data/h200_default``, 12 scenarios) repeated to the
-row count asked, each scenario's batches numbered on, written by pinprof's own CSV writer.
+row count asked, each scenario's batches numbered on: pinprof's CSV writer's own lines, repeated.
 
     python scripts/bench_diagnose.py [--rows 1000000] [--folder /tmp/pinprof-big] [--compare] [--trace] [--plot]
 
@@ -13,6 +13,8 @@ row count asked, each scenario's batches numbered on, written by pinprof's own C
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import shutil
 import subprocess
 import sys
@@ -20,21 +22,44 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "tests" / "data" / "h200_default"
 
 
 def make(folder: Path, rows: int) -> None:
+    """``rows`` rows of the recorded report in ``folder``: its timeline written once by pinprof's CSV
+    writer, then its lines repeated with each scenario's batches numbered on (the same file as writing
+    the repeated frame, in a second instead of half a minute on the 2-core machine)."""
     from profiler.report.files import read_timeline, write_csv
 
-    one = read_timeline(DATA)
-    big = pd.concat([one] * (rows // len(one) + 1), ignore_index=True).iloc[:rows]
-    big["batch"] = big.groupby("scenario").cumcount()
     folder.mkdir(parents=True, exist_ok=True)
-    write_csv(big, folder / "timeline.csv")
+    one = read_timeline(DATA)
+    one["batch"] = one.groupby("scenario").cumcount()
+    small = folder / "timeline.csv"
+    write_csv(one, small)
+    header, *lines = small.read_text().splitlines()
+    col = next(csv.reader([header])).index("batch")
+    per = one.scenario.value_counts().to_dict()  # each repeat numbers a scenario's batches on by this
+    parts = []  # (text before the batch, the row's batch and scenario, text after) of each line
+    for line, batch, scenario in zip(lines, one.batch, one.scenario):
+        fields = next(csv.reader([line]))
+        before, after = _row(fields[:col]), _row(fields[col + 1 :])
+        parts.append(
+            (before + "," if col else "", int(batch), per[scenario], "," + after if col + 1 < len(fields) else "")
+        )
+    # the first repeat is the writer's own text, or the lines were not cut where the batch is
+    assert [f"{b}{n}{a}" for b, n, _, a in parts] == lines, "the batch column could not be cut out of the CSV"
+    out = [header]
+    for k in range(rows // len(parts) + 1):
+        out.extend(f"{b}{n + k * m}{a}" for b, n, m, a in parts)
+    small.write_text("\n".join(out[: rows + 1]) + "\n")
     shutil.copy(DATA / "meta.json", folder / "meta.json")
+
+
+def _row(fields: list[str]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(fields)
+    return buf.getvalue()
 
 
 def _hwm_kb(pid: int) -> int:
