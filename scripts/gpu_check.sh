@@ -36,9 +36,9 @@ log="$OUT/gpu_check.log"
       # two (each suite on its own card and its own cores), one after the other on one.
       suite-before-after) base=$(cd "${BASELINE:-.base}" && pwd); here=$PWD
         # each with its own temporary and cache folders (the CUPTI shim is built there)
-        suite() { (cd "$1" && CUDA_VISIBLE_DEVICES=$2 PYTHONPATH=/tmp/site:$1 PINPROF_CACHE=/tmp/cache-$2 \
+        suite() { (t=$(basename "$3" .txt); cd "$1" && CUDA_VISIBLE_DEVICES=$2 PYTHONPATH=/tmp/site:$1 PINPROF_CACHE=/tmp/cache-$t \
                    timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider \
-                   --basetemp=/tmp/suite-$2 --timeout=${GPU_TEST_LIMIT:-240} tests > "$3" 2>&1
+                   --basetemp=/tmp/$t --timeout=${GPU_TEST_LIMIT:-240} tests > "$3" 2>&1
                    echo "exit status $?" >> "$3") }
         if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
           suite "$base" 0 "$OUT/suite-before.txt" & suite "$here" 1 "$OUT/suite-after.txt"; wait
