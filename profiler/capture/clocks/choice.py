@@ -9,8 +9,8 @@ also says in one line on stderr when the events time the run instead (``say``). 
 
 The records start before the process's CUDA work or not at all: started late, or taken back after
 torch.profiler had them, they hung a resnet50 training loop in the driver (``profiler/DESIGN.md``,
-"CUPTI"; ``reports/README.md``, "The CUPTI hang"). So ``pinprof profile`` starts them before the script
-runs (``start``), and the events time the run, with the reason in the report, where:
+"CUPTI's buffers in C"; ``reports/README.md``, "The CUPTI hang"). So ``pinprof profile`` starts them
+before the script runs (``start``), and the events time the run, with the reason in the report, where:
 
 - the process's CUDA work had begun when the records were first asked for (unless the caller starts
   late on purpose: ``start(device, late_ok=True)``);
