@@ -33,7 +33,9 @@ log="$OUT/gpu_check.log"
                --timeout=${GPU_TEST_LIMIT:-240} tests ;;
       # The whole GPU suite of an older checkout (BASELINE, carried: a folder holding its profiler,
       # tests and scripts) and of this one, in one call: side by side on two GPUs where the machine has
-      # two (each suite on its own card and its own cores), one after the other on one.
+      # two (each suite on its own card and its own cores), one after the other on one. One suite ran
+      # past 430 s on an H100 (2026-12-07, cut in test_gpu_split.py), so on one card the two take two
+      # calls (SUITES=before, then SUITES=after) on the same warm machine.
       suite-before-after) base=$(cd "${BASELINE:-.base}" && pwd); here=$PWD
         # each with its own temporary and cache folders (the CUPTI shim is built there)
         suite() { (t=$(basename "$3" .txt); cd "$1" && CUDA_VISIBLE_DEVICES=$2 PYTHONPATH=/tmp/site:$1 PINPROF_CACHE=/tmp/cache-$t \
