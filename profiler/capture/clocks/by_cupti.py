@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from profiler.capture.clocks.gpu_clock import CopySession, GpuClock, Timed
+from profiler.capture.batch_tree import tensor_bytes
+from profiler.capture.clocks.gpu_clock import GpuClock, Timed
 
 if TYPE_CHECKING:
     import torch
@@ -27,7 +28,7 @@ def copied_since(rec: dict[str, Any], ms: float) -> bool:
 def log_call(rec: dict[str, Any], srcs: list[torch.Tensor], call_s: float, call_e: float) -> None:
     """A ``to_device`` call: its host interval (ns) and the sizes its memcpy records will carry, one
     a non-empty source, for the recorder to match them."""
-    sizes = tuple((t.numel() * t.element_size(),) for t in srcs if t.numel())
+    sizes = tuple((tensor_bytes(t),) for t in srcs if t.numel())
     rec.setdefault("_calls", []).append((round(call_s * 1e6), round(call_e * 1e6), sizes))
 
 
@@ -49,20 +50,7 @@ class CuptiClock(GpuClock):
             window = [(rec["comp_s"], rec["comp_e"])] if rec["comp_s"] == rec["comp_s"] else []
         self.recorder.add(prof._store, row, rec.get("_calls", []), window, rec["batch_e"])
 
-    def copy_end(
-        self,
-        s: CopySession,
-        prof: Any,
-        rec: dict[str, Any],
-        began: Any,
-        src: torch.Tensor,
-        non_blocking: bool,
-        alt_bytes: int | None,
-        call_s_ns: int,
-        call_e_ns: int,
-        relaid: bool,
-    ) -> None:
-        nbytes = s.copy_noted(prof, rec, src, non_blocking, alt_bytes, call_s_ns, call_e_ns)
+    def noted(self, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None) -> None:
         if "_stepped" not in rec:  # a copy after the batch's step: see CopyHooks.copy_end
             rec["request"] = call_e_ns / 1e6  # the step may use the data once the call returns
         # the sizes its records may carry: torch may convert before the copy or after it

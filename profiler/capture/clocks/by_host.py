@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from profiler.capture.clocks.gpu_clock import CopySession, GpuClock, Timed
+from profiler.capture.clocks.gpu_clock import GpuClock, Timed
 
 if TYPE_CHECKING:
-    import torch
-
     from profiler.capture.in_flight import Mark
 
 
@@ -20,20 +18,7 @@ class HostClock(GpuClock):
     def open(self, prof: Timed, rec: dict[str, Any]) -> None:
         rec["comp_s"] = rec["fetch_e"]  # moved to the batch's last copy, if it makes copies
 
-    def copy_end(
-        self,
-        s: CopySession,
-        prof: Any,
-        rec: dict[str, Any],
-        began: Any,
-        src: torch.Tensor,
-        non_blocking: bool,
-        alt_bytes: int | None,
-        call_s_ns: int,
-        call_e_ns: int,
-        relaid: bool,
-    ) -> None:
-        s.copy_noted(prof, rec, src, non_blocking, alt_bytes, call_s_ns, call_e_ns)
+    def noted(self, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None) -> None:
         if "_stepped" not in rec:  # a copy after the batch's step leaves the step alone
             rec["comp_s"] = call_e_ns / 1e6  # the step starts when the batch's last copy has returned
 

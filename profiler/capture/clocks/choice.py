@@ -82,10 +82,8 @@ class Clocks:
         timed by events already (the staged pipeline keeps its own)."""
         c: GpuClock | None = rec.get("_clock")
         if c is None:
-            r = self.recorder
-            c = self.cupti if r is not None and r.active and "_h2d" not in rec else self.fallback
-            rec["_clock"] = c
-        return c  # type: ignore[return-value]
+            c = rec["_clock"] = self.fallback if "_h2d" in rec else self.for_new_batch()
+        return c
 
     def collect(self, device: torch.device, synced: bool, force: bool = False) -> None:
         """Bring the profiler's store up to date with CUPTI's records handed back so far (``force``:
