@@ -9,8 +9,9 @@
 | ``PINPROF_CACHE`` | ``~/.cache/pinprof`` | folder of the bandwidth calibration cache |
 | ``PINPROF_NSYS`` | | the ``nsys`` binary, or a folder holding it, when none is on PATH |
 | ``PINPROF_BACKEND`` | ``auto`` | what times the GPU: ``auto`` (CUPTI's activity records where they can start before the process's CUDA work, CUDA events otherwise; ``meta.json`` says which and why), ``events`` (CUDA events), ``cupti`` (as ``auto``, and a fall-back to events is said in one line on stderr): ``profiler.capture.clocks.choice`` |
+| ``PINPROF_KERNELS`` | ``0`` | when CUPTI times the GPU: ``1`` (or ``pinprof profile --kernels``), its kernel records too, so a row's ``compute_ms`` is its step's kernels' busy time and the report can tell the GPU's waits between launches; each launch then pays for its record in the driver (about 1.2 us), a tenth of a short step. ``0``: CUPTI records the copies alone and CUDA events time the step (``profiler.capture.clocks``) |
 | ``PINPROF_CUPTI_FLUSH_MS`` | ``500`` | when CUPTI times the GPU: CUPTI's own flush period, ms (``0``: buffers come back when full and at the end) |
-| ``PINPROF_CUPTI_LATENCY`` | ``0`` | when CUPTI times the GPU, what places each kernel in its batch's step: ``0``, markers (an empty kernel or a tiny copy at each step window's edge, ``profiler.capture.clocks.cupti.marker``); ``1``, kernels' launch times in CUPTI's records, which took part in a driver deadlock in every run of the resnet50 benchmark on an H100 (``profiler.capture.clocks.choice``) |
+| ``PINPROF_CUPTI_LATENCY`` | ``0`` | when CUPTI's kernel records are on (``1`` turns them on), what places each kernel in its batch's step: ``0``, markers (an empty kernel or a tiny copy at each step window's edge, ``profiler.capture.clocks.cupti.marker``); ``1``, kernels' launch times in CUPTI's records, which took part in a driver deadlock in every run of the resnet50 benchmark on an H100 (``profiler.capture.clocks.choice``) |
 | ``PINPROF_MARKER`` | ``copy`` | when markers place kernels: ``copy``, a copy of a few bytes from pinned memory at each edge, on a stream of pinprof's own; ``kernel``, an empty kernel instead (``profiler.capture.clocks.cupti.marker``) |
 | ``PINPROF_CUPTI_LIB`` | | the libcupti to load, when torch's own cannot be found (``profiler.capture.clocks.cupti.lib``) |
 | ``PINPROF_TUNE`` | | set by ``pinprof tune`` for each trial: a JSON object of the settings the trial changes (``profiler.capture.knobs``) |
@@ -52,6 +53,7 @@ class Settings:
     backend: str
     cupti_flush_ms: int  # CUPTI's own flush period; 0: none
     cupti_latency: bool  # kernels' launch times in CUPTI's records
+    kernels: bool  # CUPTI's kernel records on: the step timed by its kernels, not by CUDA events
     marker: str  # what marks a step window's edge for CUPTI: "copy" (a tiny one) or "kernel" (an empty one)
     cupti_queues: str  # "thread": a queue of CUPTI's buffers a launching thread (CUPTI's default); "process": one
     stall_s: float  # pinprof profile: seconds without a batch, the loop's thread blocked, before saying so; 0: never
@@ -151,6 +153,18 @@ def _latency(env: Mapping[str, str]) -> bool:
     return text == "1"
 
 
+def _kernels(env: Mapping[str, str]) -> bool:
+    text = env.get("PINPROF_KERNELS", "").strip()
+    if text not in ("", "0", "1"):
+        from profiler.errors import UsageError
+
+        raise UsageError(
+            f"$PINPROF_KERNELS={text!r}: give 1 (CUPTI's kernel records time the step) or 0 (CUDA events "
+            "do, the default)"
+        )
+    return text == "1"
+
+
 def _marker(env: Mapping[str, str]) -> str:
     text = env.get("PINPROF_MARKER", "").strip().lower() or "copy"
     if text not in ("kernel", "copy"):
@@ -205,6 +219,7 @@ def load(env: Mapping[str, str] | None = None) -> Settings:
         tune=env.get("PINPROF_TUNE", "").strip(),
         tune_stop=_count(env, "PINPROF_TUNE_STOP"),
         cupti_latency=_latency(env),
+        kernels=_kernels(env) or _latency(env),  # launch times are kernel records' fields
         marker=_marker(env),
         cupti_queues=_queues(env),
         rank=rank,

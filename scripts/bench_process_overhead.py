@@ -14,6 +14,8 @@ beside a profiled one would pay for its records too; and a run of ``pinprof prof
         once with memcpy and kernel records, once with memcpy records alone)
     python scripts/bench_process_overhead.py --events -- ...   (also pinprof profile with the events as
         its GPU clock, PINPROF_BACKEND=events, in the same rounds)
+    python scripts/bench_process_overhead.py --kernels -- ...   (also pinprof profile with CUPTI's kernel
+        records on, PINPROF_KERNELS=1, in the same rounds)
 """
 
 from __future__ import annotations
@@ -105,6 +107,11 @@ def main() -> None:
         action="store_true",
         help="also run pinprof profile with the events as its GPU clock (PINPROF_BACKEND=events), in the same rounds",
     )
+    ap.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also run pinprof profile with CUPTI's kernel records on (PINPROF_KERNELS=1), in the same rounds",
+    )
     ap.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the script's command line")
     args = ap.parse_args()
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -119,6 +126,8 @@ def main() -> None:
         cmd = _absolute(cmd)
     if args.events:
         sides["events"] = (None, {**os.environ, "PINPROF_BACKEND": "events"})
+    if args.kernels:
+        sides["kernels"] = (None, {**os.environ, "PINPROF_KERNELS": "1"})
     # Kinds run beside the bare script without pinprof profile: CUPTI's records alone.
     plain: dict[str, list[str]] = (
         {
@@ -196,6 +205,7 @@ def main() -> None:
             "records": "CUPTI's records alone",
             "memcpy": "CUPTI's memcpy records alone",
             "events": "pinprof profile, events clock",
+            "kernels": "pinprof profile --kernels",
         }.get(kind, f"pinprof profile of {args.baseline}")
         print(
             f"{name} / bare, median of {len(ratios)} rounds: {statistics.median(ratios):.4f} "

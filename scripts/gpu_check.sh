@@ -257,10 +257,15 @@ print(sys.argv[1].split('/')[-1], len(t), 'rows, bytes', sorted(set(t.bytes)), '
                            --timeout 60 -- python3 scripts/resident_loop.py --steps 1500 --warm 100 | tail -n 2; done ;;
       # What each GPU clock costs a launch-bound short step (resnet18 on 96x96, batch 128, 6 workers):
       # the bare script, CUPTI's memcpy and kernel records alone, its memcpy records alone, pinprof
-      # profile (CUPTI) and pinprof profile with the events clock, rotated round by round.
+      # profile at its default (CUPTI's memcpy records, the step's events), with the events clock, and
+      # with CUPTI's kernel records (--kernels), rotated round by round.
       cost-clocks) timeout 570 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 60 \
-                     --records-only --events -- python3 scripts/resnet_train.py --model resnet18 --image-size 96 \
+                     --records-only --events --kernels -- python3 scripts/resnet_train.py --model resnet18 --image-size 96 \
                      --batch-size 128 --workers 6 --steps ${SHORT_STEPS:-350} --warm 100 ;;
+      # The same kinds, --kernels left out, on a long step: resnet50 at 224x224, batch 128.
+      cost-resnet50) timeout 570 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 80 \
+                       --records-only --events -- python3 scripts/resnet_train.py --model resnet50 --batch-size 128 \
+                       --steps ${LONG_STEPS:-120} --warm 40 ;;
       # The same for the short step, whose host launches set its pace: what CUPTI's kernel records cost
       # each launch, with markers (the default) or launch times (PINPROF_CUPTI_LATENCY=1, which can
       # deadlock: see cupti-hang). A round (two processes) took 37 s on an H100 (2026-12-05).

@@ -165,3 +165,65 @@ def test_a_timed_copy_tells_the_session_its_call_and_its_layout_copy_apart(cuda:
     assert copy_hooks.timed_copy(dense, out[1], False, lambda: "user", None, perf_counter_ns()) == "user"  # type: ignore[arg-type]
     ((how, first, copied),) = dense.told
     assert copied is out[1] and (first == ("stream", "start", "end", 1.0) if how == "end" else how == "noted")
+
+
+class _Recorder:
+    """What the clocks read of CUPTI's recorder: whether its records run and its kernel records are on;
+    what each batch hands it (``add``)."""
+
+    def __init__(self, active: bool, kernels: bool) -> None:
+        self.active, self.kernels = active, kernels
+        self.added: list[tuple[Any, ...]] = []
+
+    def add(self, store: Any, row: int, calls: Any, windows: Any, end_ms: float) -> None:
+        self.added.append((row, calls, windows, end_ms))
+
+
+def test_the_clocks_give_a_batch_cuptis_copies_unless_its_kernel_records_are_on() -> None:
+    from profiler.capture.clocks.by_cupti_copies import CuptiCopiesClock
+    from profiler.capture.clocks.choice import Clocks
+
+    for active, kernels, kind in (
+        (True, False, CuptiCopiesClock),
+        (True, True, CuptiClock),
+        (False, False, EventsClock),
+    ):
+        rec = _Recorder(active, kernels)
+        got = Clocks(True, rec).for_new_batch()  # type: ignore[arg-type]
+        assert type(got) is kind, (active, kernels, got)
+    assert type(Clocks(True, None).for_new_batch()) is EventsClock
+    assert type(Clocks(False, None).for_new_batch()) is HostClock
+
+
+def test_the_copies_clock_logs_each_copy_for_its_record_and_times_the_step_after_it(
+    current: tuple[AutoSession, Any, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of the default clock: each copy logged as CUPTI's clock logs it (its memcpy record times
+    it), the step's start event recorded again after every copy before the step and not after it,
+    and at its commit the step's events queued and the calls handed to the recorder with no window."""
+    from profiler.capture.clocks import by_cupti_copies
+
+    recorded: list[Any] = []
+    monkeypatch.setattr(by_cupti_copies, "record", lambda ev, stream: recorded.append(ev))
+    monkeypatch.setattr(by_cupti_copies, "current_stream", lambda index: "stream")
+    s, prof, current_rec = current
+    rec = copy.deepcopy(current_rec)
+    recorder = _Recorder(True, False)
+    clock = by_cupti_copies.CuptiCopiesClock(recorder)  # type: ignore[arg-type]
+    rec["_calls"], rec["_comp_start"] = [], "start event"  # as ``open`` leaves it (its event at the fetch)
+    t1 = perf_counter_ns()
+    for i, (src, non_blocking, alt) in enumerate(COPIES[:2]):
+        clock.copy_begin(s, prof)
+        clock.copy_end(s, prof, rec, None, src, non_blocking, alt, t1 + 10_000 * i, t1 + 10_000 * i + 2_000, False)
+    assert recorded == ["start event", "start event"]  # after each copy: the step starts after the last
+    assert [c[2] for c in rec["_calls"]] == [((40,),), ((7, 28),)]  # the sizes the records may carry
+    rec["_stepped"] = True
+    clock.copy_begin(s, prof)
+    clock.copy_end(s, prof, rec, None, torch.ones(3), True, None, t1 + 50_000, t1 + 51_000, False)
+    assert len(recorded) == 2 and len(rec["_calls"]) == 3  # a metric's copy after the step: counted only
+    queued: list[Any] = []
+    prof._pending = SimpleNamespace(add=lambda row, copies, cs, ce: queued.append((row, copies, cs, ce)))
+    rec["_comp_end"], rec["batch_e"] = "end event", 123.0
+    clock.commit(prof, rec, 7)
+    assert queued == [(7, [], "start event", "end event")]
+    assert recorder.added == [(7, rec["_calls"], None, 123.0)]

@@ -20,24 +20,30 @@ from profiler.capture.clocks.cupti.batches import Call, Pending, Stats
 from profiler.capture.clocks.cupti.clock import CuptiClock
 from profiler.capture.clocks.cupti.records import Records
 from profiler.capture.store import TEMPLATE, Store
+from profiler.timeline.schema import COPIES_CLOCK
 
 DATA = Path(__file__).parent / "data" / "h200_cupti"
 KERNEL, MEMCPY = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
 
 
-def replay() -> tuple[dict[str, pd.DataFrame], Stats]:
+def replay(kernels: bool = True) -> tuple[dict[str, pd.DataFrame], Stats]:
     """The recording through ``Records``, as the recorder ran it: every batch handed over, every
-    buffer moved onto the host clock by the pair CUPTI's clock had then, then the end (forced)."""
+    buffer moved onto the host clock by the pair CUPTI's clock had then, then the end (forced).
+    ``kernels`` False: as with the kernel records off (``PINPROF_KERNELS=0``): the buffers' kernel
+    records dropped, the batches handed over with no step window (CUDA events time the step)."""
     buffers, meta = cupti_replay.load(DATA / "recording.npz")
     sizes = {int(k): v for k, v in meta["sizes"].items()}
     stats = Stats()
     records = Records(stats)
     stores: dict[str, Store] = {}
     for b in meta["batches"]:
-        cupti_replay.hand_over(records, stores.setdefault(b["loop"], Store()), b)
+        cupti_replay.hand_over(records, stores.setdefault(b["loop"], Store()), b, steps=kernels)
     for raw, clock in zip(buffers, meta["clocks"]):
         p, c, rate = clock["host_ns"], clock["cupti"], clock["rate"]
-        records.take(layout.parse(raw, dict(sizes)), functools.partial(cupti_replay.to_host, p=p, c=c, rate=rate))
+        parsed = layout.parse(raw, dict(sizes))
+        if not kernels:
+            parsed[KERNEL] = layout.empty(KERNEL)
+        records.take(parsed, functools.partial(cupti_replay.to_host, p=p, c=c, rate=rate))
         records.process(force=False)
     records.process(force=True)
     out = {}
@@ -87,6 +93,25 @@ def test_the_recording_replays_to_the_rows_the_h200_wrote() -> None:
         np.testing.assert_allclose(mine.h2d_gpu_ms, exp.h2d_gpu_ms, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(mine.h2d_ms, exp.h2d_ms, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(mine.compute_ms, exp.compute_ms, rtol=1e-9, atol=1e-9)
+        assert list(mine.src_memory) == list(exp.src_memory)
+
+
+def test_without_kernel_records_the_copies_replay_the_same_and_the_step_is_left_to_the_events() -> None:
+    """The same recording with its kernel records taken out, as ``pinprof profile`` records by
+    default: each copy call still finds its memcpy record by size, order and time alone (no kernel
+    launch brackets it), so every row's copy columns are the ones the H200 wrote; the compute fields
+    stay empty for the events to fill, and the row's clock says so (``COPIES_CLOCK``)."""
+    got, stats = replay(kernels=False)
+    expected = pd.read_csv(DATA / "expected.csv")
+    assert stats.unmatched_calls == 0 and stats.kernels == 0
+    for loop, scenario in (("pinned_nb", "pinned_nb"), ("pageable", "pageable"), ("auto", "Tokens/bs64/w2")):
+        exp = expected[expected.scenario == scenario].reset_index(drop=True)
+        mine = got[loop]
+        assert len(mine) == len(exp) == 24
+        assert (mine.gpu_clock == COPIES_CLOCK).all()
+        np.testing.assert_allclose(mine.h2d_gpu_ms, exp.h2d_gpu_ms, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(mine.h2d_ms, exp.h2d_ms, rtol=1e-9, atol=1e-9)
+        assert mine.compute_ms.isna().all()
         assert list(mine.src_memory) == list(exp.src_memory)
 
 
@@ -329,6 +354,29 @@ def test_event_rows_and_cupti_rows_land_on_one_host_timeline() -> None:
     # on a CPU device (no clock, no CUPTI row) nothing is GPU-timed
     cpu = build_timeline(store.columns(0, 1), 1000.0, None, {"run": "r", "scenario": "s", "mode": "pinned"})
     assert cpu.h2d_ms.isna().all() and list(cpu.gpu_clock) == ["none"]
+
+
+def test_a_row_of_cupti_copies_and_an_events_step_reads_each_on_its_clock() -> None:
+    """The default clock's row: CUPTI's memcpy records give its copies in host ms, and its step's events
+    (set first, as they may complete before the records come) are mapped by the anchors' clock; the
+    records leave the step's fields alone. Its DMA is the records' own time, as on a CUPTI row."""
+    from profiler.timeline.build import build_timeline
+    from profiler.timeline.clockmap import ClockMap
+
+    rec = dict(TEMPLATE)
+    rec.update(batch=0, bytes=100, copies=1, src_memory="pinned", batch_s=1000.0, batch_e=1010.0)
+    rec.update(fetch_s=1000.0, fetch_e=1001.0, call_s=1001.0, call_e=1001.5, call_sum=0.5, request=1001.5)
+    store = Store()
+    store.append(rec)
+    fields = ["h2d_gs", "h2d_ge", "comp_gs", "comp_ge", "h2d_gsum"]
+    store.set_gpu(0, fields.index("comp_gs"), 3.0)  # 3..7 ms after the anchor at host 1000 ms
+    store.set_gpu(0, fields.index("comp_ge"), 7.0)
+    store.set_cupti(0, h2d=(1002.0, 1002.5, 0.5, 0.0), src="pinned", comp=None)
+    tl = build_timeline(store.columns(), 1000.0, ClockMap(1000.0, 1.0), {"run": "r", "scenario": "s", "mode": "pinned"})
+    assert list(tl.gpu_clock) == ["cupti/events"]
+    assert tl.h2d_start_ms[0] == 2.0 and tl.h2d_ms[0] == 0.5 and tl.dma_ms[0] == 0.5 and tl.hidden_stage_ms[0] == 0.0
+    assert tl.compute_start_ms[0] == 3.0 and tl.compute_ms[0] == 4.0  # the events' span
+    assert tl.kernels.isna().all()  # no kernel records: no count, not 0
 
 
 def test_records_delivered_after_their_batch_was_written_are_added_to_it() -> None:

@@ -89,6 +89,11 @@ def test_the_flush_period_is_read_from_the_environment_and_a_bad_value_is_named(
     assert load({"PINPROF_CUPTI_LATENCY": "1"}).cupti_latency
     with pytest.raises(UsageError, match=r"PINPROF_CUPTI_LATENCY='on'.*give 1"):
         load({"PINPROF_CUPTI_LATENCY": "on"})
+    # kernel records off unless asked for (launch times are theirs, so asking for those asks for them)
+    assert not load({}).kernels and not load({"PINPROF_KERNELS": "0"}).kernels
+    assert load({"PINPROF_KERNELS": "1"}).kernels and load({"PINPROF_CUPTI_LATENCY": "1"}).kernels
+    with pytest.raises(UsageError, match=r"PINPROF_KERNELS='yes'.*give 1"):
+        load({"PINPROF_KERNELS": "yes"})
     assert load({}).marker == "copy" and load({"PINPROF_MARKER": " Kernel "}).marker == "kernel"
     with pytest.raises(UsageError, match=r"PINPROF_MARKER='event'.*give copy"):
         load({"PINPROF_MARKER": "event"})

@@ -53,6 +53,17 @@ def _records_on() -> Iterator[None]:
     current.cache_clear()
 
 
+@pytest.fixture
+def kernel_records() -> Iterator[None]:
+    """CUPTI's kernel records on for one test (``PINPROF_KERNELS=1``'s clock), off again after it: the
+    module's other tests run at ``pinprof profile``'s default, the copies' records alone."""
+    rec = backend.recorder(DEV)
+    assert rec is not None and rec.active, backend.describe()
+    rec.kernel_records(True)
+    yield
+    rec.kernel_records(False)
+
+
 def kineto(fn: Callable[[], Any]) -> list[dict[str, Any]]:
     """The memcpy and kernel events torch.profiler records while ``fn`` runs (ns precision)."""
     events, took_back = trace_events(fn, cpu=False, cuda=True)
@@ -199,7 +210,7 @@ def test_h2d_gpu_ms_agrees_with_torch_profiler(case: str) -> None:
     total = sum(v.numel() * v.element_size() for v in batches.values())
     ours = tl[tl.batch >= skip]
     cupti = np.concatenate([per_batch_copies(ev, copies, sizes)[skip:] for ev in theirs])
-    assert set(tl.gpu_clock) == {"cupti"}, set(tl.gpu_clock)
+    assert set(tl.gpu_clock) == {"cupti/events"}, set(tl.gpu_clock)  # the default: the copies' records
     assert (ours.copies == copies).all() and (ours.bytes == total).all()
     mine = ours.h2d_gpu_ms.to_numpy()
     # torch.profiler against itself, its first rounds against its last: how far the copies' own spread
@@ -231,6 +242,7 @@ def test_h2d_gpu_ms_agrees_with_torch_profiler(case: str) -> None:
     assert rel_med < 0.02 and rel_p90 < 0.02
 
 
+@pytest.mark.usefixtures("kernel_records")
 def test_compute_ms_holds_backward_launched_from_autograds_thread() -> None:
     """A training step: forward launched from the loop's thread, backward's kernels from autograd's own
     thread, whose records CUPTI 12.3+ would keep in buffers of their own (``CuptiRecorder._queues``).
@@ -299,6 +311,7 @@ def test_compute_ms_holds_backward_launched_from_autograds_thread() -> None:
     assert tl.kernels.median() == np.median(launches)
 
 
+@pytest.mark.usefixtures("kernel_records")
 def test_compute_ms_is_the_steps_kernel_time_and_follows_its_own_batch() -> None:
     k_of = [1, 4, 2, 3, 1, 3, 4, 2, 2, 1, 4, 3, 1, 2]
     tl, theirs = alternate("pinned-1024", len(k_of), 3, lambda i: k_of[i])
@@ -383,7 +396,7 @@ def test_torch_profiler_in_the_middle_of_a_profiled_run() -> None:
     info = backend.describe()
     print(clocks, info)
     assert len(prof.events()) > 0
-    assert clocks[:12] == ["cupti"] * 12 and clocks[-12:] == ["events"] * 12
+    assert clocks[:12] == ["cupti/events"] * 12 and clocks[-12:] == ["events"] * 12
     assert "events" in clocks[12:24]
     assert tl.h2d_gpu_ms.notna().all()
     assert info["handed_to_torch_profiler"] >= 1 and info["why"] == backend.HANDED_OVER

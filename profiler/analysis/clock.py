@@ -1,6 +1,6 @@
 """Which clock timed a report's GPU columns, in one sentence for the report's reader.
 
-Reads the timeline's ``gpu_clock`` column (str per batch: ``cupti``, ``events``, ``none`` on a CPU,
+Reads the timeline's ``gpu_clock`` column (str per batch: ``cupti``, ``cupti/events``, ``events``, ``none`` on a CPU,
 ``unknown`` in a report written before the column) and ``meta.json``'s ``gpu_clock`` (``backend``,
 ``why`` where CUPTI did not time the run, and ``late_records``: ``profiler.capture.clocks.choice.describe``).
 """
@@ -12,7 +12,13 @@ from typing import Any
 import pandas as pd
 
 HISTORY_S = 30  # profiler.capture.clocks.cupti.records.HISTORY_NS: how long a written batch takes late records
-CLOCKS = {"cupti": "CUPTI's activity records", "events": "CUDA events"}
+CLOCKS = {
+    "cupti": "CUPTI's activity records",
+    "cupti/events": "CUPTI's memcpy records for the copies and CUDA events for the step",
+    "events": "CUDA events",
+}
+# Where the step's kernels were not recorded: what would record them.
+NO_KERNELS = " CUPTI's kernel records were off (pinprof profile --kernels turns them on)."
 
 
 def clock_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
@@ -21,21 +27,21 @@ def clock_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:
     if "gpu_clock" not in tl or not len(tl):
         return None
     counts = tl["gpu_clock"].astype(str).value_counts()
-    named = {k: int(counts.get(k, 0)) for k in CLOCKS}
-    if not any(named.values()):
+    named = {k: int(counts.get(k, 0)) for k in CLOCKS if counts.get(k, 0)}
+    if not named:
         return None
     meta = info.get("gpu_clock")
     why = meta.get("why") if isinstance(meta, dict) else None
     why = why.strip().rstrip(".") if isinstance(why, str) and why.strip() else None
-    if named["events"] == 0:
-        return f"GPU clock: {CLOCKS['cupti']}, every batch.{_late(meta)}"
-    if named["cupti"] == 0:
-        return f"GPU clock: {CLOCKS['events']}, every batch" + (f"; not CUPTI: {why}." if why else ".")
-    return (
-        f"GPU clock: {CLOCKS['cupti']} for {named['cupti']} batches, {CLOCKS['events']} for {named['events']}"
-        + (f" ({why})." if why else ".")
-        + _late(meta)
-    )
+    kernels = NO_KERNELS if "cupti/events" in named else ""
+    if len(named) == 1:
+        (only,) = named
+        if only == "events":
+            return f"GPU clock: {CLOCKS['events']}, every batch" + (f"; not CUPTI: {why}." if why else ".")
+        return f"GPU clock: {CLOCKS[only]}, every batch.{kernels}{_late(meta)}"
+    first, *rest = sorted(named, key=lambda k: -named[k])
+    parts = [f"{CLOCKS[first]} for {named[first]} batches"] + [f"{CLOCKS[k]} for {named[k]}" for k in rest]
+    return "GPU clock: " + ", ".join(parts) + (f" ({why})." if why else ".") + kernels + _late(meta)
 
 
 def _late(meta: Any) -> str:

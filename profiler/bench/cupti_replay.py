@@ -86,15 +86,17 @@ def memcpy_record(start: int, end: int, nbytes: int, src: int, corr: int, copy_k
     return bytes(b)
 
 
-def hand_over(records: Records, store: Store, b: dict[str, Any]) -> None:
-    """Recorded batch ``b`` handed to ``records`` as the loop hands it over, its row in ``store``."""
+def hand_over(records: Records, store: Store, b: dict[str, Any], steps: bool = True) -> None:
+    """Recorded batch ``b`` handed to ``records`` as the loop hands it over, its row in ``store``;
+    ``steps`` False: as the copies clock hands it (no step windows: CUDA events time its step)."""
     while len(store) <= b["row"]:
         row = dict(TEMPLATE)
         row["batch"] = len(store)
         store.append(row)
     store.wait_for_gpu(b["row"])
     calls = [(s, e, tuple(tuple(x) for x in exp)) for s, e, exp in b["calls"]]
-    records.incoming.append(Pending(store, b["row"], calls, [tuple(w) for w in b["windows"]], b["end_ns"]))
+    windows = [tuple(w) for w in b["windows"]] if steps else None
+    records.incoming.append(Pending(store, b["row"], calls, windows, b["end_ns"]))
 
 
 def replay_live(buffers: list[bytes], meta: dict[str, Any]) -> tuple[Store, Stats, list[dict[str, Any]], list[int]]:

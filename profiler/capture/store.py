@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler.timeline.schema import CUPTI_CLOCK, RAW_GPU, RAW_HOST, RAW_PIN
+from profiler.timeline.schema import COPIES_CLOCK, CUPTI_CLOCK, RAW_GPU, RAW_HOST, RAW_PIN
 
 NAN = float("nan")
 
@@ -136,11 +136,13 @@ class Store:
         row: int,
         h2d: tuple[float, ...] | None,
         src: str | None,
-        comp: tuple[float, float, float, int],
+        comp: tuple[float, float, float, int] | None,
     ) -> None:
         """``row``'s GPU fields from CUPTI's records, host ms: the copies' (first start, last end, summed
-        time, and the driver's staging of the pageable ones where it was read), the DMA's source memory as CUPTI names it, the step's kernels' (first start, last end,
-        busy time, how many); NaN stays for what no record showed. Called in row order."""
+        time, and the driver's staging of the pageable ones where it was read), the DMA's source memory
+        as CUPTI names it, the step's kernels' (first start, last end, busy time, how many); NaN stays
+        for what no record showed. ``comp`` None: CUDA events time the step (``set_gpu``), and the row's
+        clock says its copies alone are CUPTI's. Called in row order."""
         if row >= len(self._kinds):
             self._fold()
         base = row * _G
@@ -151,8 +153,11 @@ class Store:
             gpu[base + _GS], gpu[base + _GE], gpu[base + _GSUM] = h2d[:3]
             if len(h2d) > 3:
                 gpu[base + _SSUM] = h2d[3]
-        gpu[base + _CS], gpu[base + _CE], gpu[base + _CSUM], gpu[base + _CK] = comp
-        gpu[base + _CLOCK] = CUPTI_CLOCK
+        if comp is None:
+            gpu[base + _CLOCK] = COPIES_CLOCK
+        else:
+            gpu[base + _CS], gpu[base + _CE], gpu[base + _CSUM], gpu[base + _CK] = comp
+            gpu[base + _CLOCK] = CUPTI_CLOCK
         if src is not None and row < len(self._kinds):
             self._kinds[row] = src
         waiting = self._waiting

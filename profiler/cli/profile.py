@@ -1,12 +1,14 @@
-"""``pinprof profile [--out DIR] [--batches N] [--skip N] -- python train.py ARGS``: profile a program as it is."""
+"""``pinprof profile [--out DIR] [--batches N] [--skip N] [--kernels] -- python train.py ARGS``: profile a program as it is."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from profiler.cli.args import Subparsers, nonneg_int, positive_int, script_target
+from profiler.settings import current
 
 
 def add(sub: Subparsers) -> None:
@@ -31,6 +33,13 @@ def add(sub: Subparsers) -> None:
         metavar="N",
         help="flag each loader's first N batches warm-up (default: found from the data, per loader and epoch)",
     )
+    p.add_argument(
+        "--kernels",
+        action="store_true",
+        help="record CUPTI's kernel records too (PINPROF_KERNELS=1): compute_ms is the step's kernels' busy "
+        "time and the report tells the GPU's waits between launches, at about 1.2 us a kernel launch "
+        "(default: CUPTI records the copies and CUDA events time the step)",
+    )
     p.add_argument("--no-nvtx", action="store_true", help="emit no NVTX ranges (default: emit them)")
     p.add_argument("--no-plots", action="store_true", help="draw no PNGs (default: draw gantt.png and phases.png)")
     script_target(p)
@@ -40,6 +49,10 @@ def add(sub: Subparsers) -> None:
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from profiler.drivers.script import profile
 
+    if args.kernels:
+        # read where CUPTI starts (profiler.capture.clocks.cupti.recorder), and by a tune trial's process
+        os.environ["PINPROF_KERNELS"] = "1"
+        current.cache_clear()
     return profile(
         args.command,
         args.out,

@@ -2,7 +2,7 @@
 
 The columns and their units are listed in ``profiler.timeline.schema``. Host fields are ms on the
 ``now_ms`` clock; GPU fields are ms since the first anchor event, put on the host clock by a
-``ClockMap``, or, in rows whose ``gpu_clock`` says CUPTI, host ms already; with neither (a CPU
+``ClockMap``, or, in the fields CUPTI's records gave (``gpu_clock``), host ms already; with neither (a CPU
 device) compute is host-timed.
 """
 
@@ -17,7 +17,16 @@ import pandas as pd
 from profiler.timeline.clockmap import ClockMap
 from profiler.timeline.idle import gpu_idle
 from profiler.timeline.pauses import within
-from profiler.timeline.schema import CONFIG, CUPTI_CLOCK, RAW_HOST, RAW_PIN, SCHEMA, conform, empty_timeline
+from profiler.timeline.schema import (
+    CONFIG,
+    COPIES_CLOCK,
+    CUPTI_CLOCK,
+    RAW_HOST,
+    RAW_PIN,
+    SCHEMA,
+    conform,
+    empty_timeline,
+)
 
 
 class RawRows(NamedTuple):
@@ -62,21 +71,23 @@ def build_timeline(
     out["pin_cpu_ms"], out["pin_alloc_ms"] = pin["pin_cpu"], pin["pin_alloc"]
     _interval(out, "stage", f["stage_s"], f["stage_e"], summed["stage_sum"])
     _interval(out, "layout", f["layout_s"], f["layout_e"], summed["layout_sum"])
-    cupti = np.asarray(raw["gpu_clock"], dtype=float) == CUPTI_CLOCK
-    on_gpu = clock is not None or bool(cupti.any())
+    code = np.asarray(raw["gpu_clock"], dtype=float)
+    cupti = code == CUPTI_CLOCK  # copies and step from CUPTI's records
+    copies_cupti = cupti | (code == COPIES_CLOCK)  # the copies from CUPTI's records, the step maybe not
+    on_gpu = clock is not None or bool(copies_cupti.any())
     if on_gpu:
         scale = clock.scale if clock is not None else 1.0
 
-        def gpu_ms(key: str) -> np.ndarray:
-            # CUPTI's rows are host ms already; the events' are put on the host clock by the anchors.
+        def gpu_ms(key: str, by_cupti: np.ndarray) -> np.ndarray:
+            # CUPTI's fields are host ms already; the events' are put on the host clock by the anchors.
             v = np.asarray(raw[key], dtype=float)
             mapped = clock.host_ms(v) if clock is not None else np.full(n, np.nan)
-            return np.where(cupti, v, mapped) - t0_ms
+            return np.where(by_cupti, v, mapped) - t0_ms
 
-        h2d_s, h2d_e = gpu_ms("h2d_gs"), gpu_ms("h2d_ge")
-        comp_s, comp_e = gpu_ms("comp_gs"), gpu_ms("comp_ge")
+        h2d_s, h2d_e = gpu_ms("h2d_gs", copies_cupti), gpu_ms("h2d_ge", copies_cupti)
+        comp_s, comp_e = gpu_ms("comp_gs", cupti), gpu_ms("comp_ge", cupti)
         gsum = np.asarray(raw["h2d_gsum"], dtype=float)
-        h2d_gpu = np.where(cupti, gsum, gsum * scale)  # a duration: scaled, not shifted
+        h2d_gpu = np.where(copies_cupti, gsum, gsum * scale)  # a duration: scaled, not shifted
         busy = np.asarray(raw["comp_gsum"], dtype=float)
         comp_ms = np.where(cupti & ~np.isnan(busy), busy, comp_e - comp_s)
     else:
@@ -91,10 +102,10 @@ def build_timeline(
         # CUPTI's rows: the DMA is its memcpy records' own time, the staging the recorder read around
         # them (``cupti.batches.staging_ns``); the events' rows stay empty until a calibration splits them
         # (``profiler.timeline.split``).
-        out["dma_ms"] = np.where(cupti, gsum, np.nan)
+        out["dma_ms"] = np.where(copies_cupti, gsum, np.nan)
         stage = raw.get("stage_gsum")
         out["hidden_stage_ms"] = (
-            np.where(cupti, np.asarray(stage, dtype=float), np.nan) if stage is not None else np.full(n, np.nan)
+            np.where(copies_cupti, np.asarray(stage, dtype=float), np.nan) if stage is not None else np.full(n, np.nan)
         )
     else:
         out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)
@@ -135,7 +146,9 @@ def build_timeline(
         "bytes": raw["bytes"],
         "copies": raw["copies"],
         "src_memory": raw["src_memory"],
-        "gpu_clock": np.where(cupti, "cupti", "events" if clock is not None else "none"),
+        "gpu_clock": np.where(
+            cupti, "cupti", np.where(copies_cupti, "cupti/events", "events" if clock is not None else "none")
+        ),
         **out,
         **{k: static.get(k) for k in CONFIG},
         "pin_faults": pin["pin_faults"],  # float with NaN: _typed makes them Int64

@@ -13,8 +13,9 @@ data
     ``to_device`` calls), src_memory (str: what the DMA reads from, ``pageable`` / ``pinned`` /
     ``device`` / ``mixed``, as CUPTI's srcKind would say: a non-dense pinned tensor is first made
     contiguous in pageable memory, so its DMA reads ``pageable``; with ``gpu_clock`` ``cupti``, it is
-    CUPTI's srcKind), gpu_clock (str: what timed the GPU columns: ``cupti`` (CUPTI's activity records),
-    ``events`` (CUDA events), ``none`` without a GPU)
+    CUPTI's srcKind), gpu_clock (str: what timed the GPU columns: ``cupti`` (CUPTI's activity records,
+    copies and kernels), ``cupti/events`` (CUPTI's memcpy records the copy columns, CUDA events the
+    compute columns: ``pinprof profile``'s default), ``events`` (CUDA events), ``none`` without a GPU)
 durations, ms
     fetch_ms      main thread blocked in ``next(loader)``
     pin_ms        the DataLoader pin step for this batch (pin thread, or main thread without workers)
@@ -39,9 +40,10 @@ durations, ms
                   empty where neither ran. With ``layout_ms``, they account for the copy calls'
                   host time and the DMA's tail past them
     cpu_work_ms   user CPU work meant to overlap the copy (sum if entered several times)
-    compute_ms    user GPU work: with CUPTI, the busy time of the kernels the step launched (the union of
-                  their intervals on the device); with events, the span between the compute stream's
-                  events; the host clock on a CPU device
+    compute_ms    user GPU work: with CUPTI's kernel records (``gpu_clock`` ``cupti``), the busy time of
+                  the kernels the step launched (the union of their intervals on the device); with
+                  events (``events``, ``cupti/events``), the span between the compute stream's events;
+                  the host clock on a CPU device
     wait_ms       exposed transfer: for copies that block the host, the copy calls; for asynchronous
                   copies, the time from when the consumer asked for the data (``compute()`` entry, or the
                   batch's end) until the copy finished, 0 if it was already done
@@ -88,7 +90,8 @@ pin step counts (Int64; empty when the batch was not pinned while pinprof watche
 GPU counts (Int64)
     kernels       the kernels of the batch's step as CUPTI recorded them (those ``compute_ms`` sums):
                   each launch also paid CUPTI's record in the driver, which ``pinprof_ms`` does not
-                  hold; empty with the events clock, whose ``compute_ms`` is an event span
+                  hold; empty where events timed the step (``events``, ``cupti/events``), whose
+                  ``compute_ms`` is an event span
 
 In mode ``prefetch`` a batch's fetch and copy run during the previous batch's step (that is the
 mode), so its ``fetch_*`` and ``h2d_*`` intervals lie before its ``batch_start_ms``; its batch
@@ -217,6 +220,7 @@ RAW_PIN = ("pin_cpu", "pin_faults", "pin_allocs", "pin_alloc")
 PLAIN, FETCH_AHEAD, DEVICE_PREFETCH = "plain", "fetch-ahead", "device-prefetch"
 FETCHES_AHEAD = {"accelerate": FETCH_AHEAD, "timm": DEVICE_PREFETCH}
 CUPTI_CLOCK = 1.0  # raw ``gpu_clock`` of a row whose GPU fields came from CUPTI's records
+COPIES_CLOCK = 2.0  # raw ``gpu_clock`` of a row whose copies CUPTI's records timed, and its step CUDA events
 
 
 def empty_timeline() -> pd.DataFrame:

@@ -1,6 +1,6 @@
-"""CUPTI's activity records time the batch: its copy calls are logged for the recorder to match to
-their memcpy records, and its step is the kernels launched inside its window, placed by markers
-(``profiler.capture.clocks.cupti``). Nothing of pinprof's sits around a user's copy."""
+"""CUPTI's activity records time the batch (``PINPROF_KERNELS=1``): its copy calls are logged for the
+recorder to match to their memcpy records, and its step is the kernels launched inside its window,
+placed by markers (``profiler.capture.clocks.cupti``). Nothing of pinprof's sits around a user's copy."""
 
 from __future__ import annotations
 
@@ -32,23 +32,14 @@ def log_call(rec: dict[str, Any], srcs: list[torch.Tensor], call_s: float, call_
     rec.setdefault("_calls", []).append((round(call_s * 1e6), round(call_e * 1e6), sizes))
 
 
-class CuptiClock(GpuClock):
-    """A batch CUPTI's records time (``recorder``: the process's)."""
+class RecordedCopies(GpuClock):
+    """What a clock whose copies CUPTI's memcpy records time keeps of each (the call's host span and
+    the sizes its records carry): no event or stream gate of pinprof's around the user's copy."""
 
-    name = "cupti"
     records_copies = True
 
     def __init__(self, recorder: CuptiRecorder) -> None:
         self.recorder = recorder
-
-    def open(self, prof: Timed, rec: dict[str, Any]) -> None:
-        rec["_calls"] = []  # its copy calls, then its step's launches
-
-    def commit(self, prof: Timed, rec: dict[str, Any], row: int) -> None:
-        window = rec.get("_window")
-        if window is None:  # the step is what ran inside compute(), first entry to last exit
-            window = [(rec["comp_s"], rec["comp_e"])] if rec["comp_s"] == rec["comp_s"] else []
-        self.recorder.add(prof._store, row, rec.get("_calls", []), window, rec["batch_e"])
 
     def noted(self, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None) -> None:
         if "_stepped" not in rec:  # a copy after the batch's step: see CopyHooks.copy_end
@@ -68,6 +59,21 @@ class CuptiClock(GpuClock):
 
     def waited(self, prof: Timed, end: Any) -> None:
         prof._pool.put(end)  # the event only ordered the streams
+
+
+class CuptiClock(RecordedCopies):
+    """A batch CUPTI's records time, copies and step (``recorder``: the process's)."""
+
+    name = "cupti"
+
+    def open(self, prof: Timed, rec: dict[str, Any]) -> None:
+        rec["_calls"] = []  # its copy calls, then its step's launches
+
+    def commit(self, prof: Timed, rec: dict[str, Any], row: int) -> None:
+        window = rec.get("_window")
+        if window is None:  # the step is what ran inside compute(), first entry to last exit
+            window = [(rec["comp_s"], rec["comp_e"])] if rec["comp_s"] == rec["comp_s"] else []
+        self.recorder.add(prof._store, row, rec.get("_calls", []), window, rec["batch_e"])
 
     def compute_enter(self, prof: Timed, rec: dict[str, Any], start: float, first: bool) -> tuple[float, Any]:
         # The kernels launched in here are the step, bounded by markers; a marker's call is pinprof's

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from profiler.capture.clocks.by_cupti import CuptiClock
+from profiler.capture.clocks.by_cupti_copies import CuptiCopiesClock
 from profiler.capture.clocks.by_events import EventsClock
 from profiler.capture.clocks.by_host import HostClock
 from profiler.capture.clocks.cupti.lib import CuptiCallError, load
@@ -69,12 +70,16 @@ class Clocks:
     def __init__(self, cuda: bool, recorder: CuptiRecorder | None) -> None:
         self.recorder = recorder
         self.cupti = CuptiClock(recorder) if recorder is not None else None
+        self.copies = CuptiCopiesClock(recorder) if recorder is not None else None
         self.fallback: GpuClock = EventsClock() if cuda else HostClock()
 
     def for_new_batch(self) -> GpuClock:
-        """The clock of a batch fetched now: CUPTI's while its records are this process's."""
+        """The clock of a batch fetched now: CUPTI's while its records are this process's, its kernel
+        records too where they are on (``PINPROF_KERNELS=1``), else its copies alone."""
         r = self.recorder
-        return self.cupti if r is not None and r.active else self.fallback  # type: ignore[return-value]
+        if r is None or not r.active:
+            return self.fallback
+        return self.cupti if r.kernels else self.copies  # type: ignore[return-value]
 
     def of(self, rec: dict[str, Any]) -> GpuClock:
         """The clock of batch ``rec``, given at its first ask (``TransferProfiler``'s loop asks at its

@@ -25,7 +25,8 @@ class Pending:
     store: Store
     row: int
     calls: list[Call]
-    windows: list[tuple[int, int]]  # host ns intervals whose kernel launches are the batch's step
+    # host ns intervals whose kernel launches are the batch's step; None: CUDA events time its step
+    windows: list[tuple[int, int]] | None
     end_ns: int
 
 

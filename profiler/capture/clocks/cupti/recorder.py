@@ -64,6 +64,9 @@ class CuptiRecorder:
         self.active = False
         self.why_not = ""  # set when it stopped or could not start: the line the report prints
         self._paused = False  # stopped by release(paused=True): resume enables the records only
+        # Kernel records on (PINPROF_KERNELS=1): a batch's step is its kernels; off, CUDA events time it
+        # and CUPTI records the copies alone (``profiler.capture.clocks``). Set at ``start``.
+        self.kernels = True
         self.stats = Stats()
         self.sizes: dict[int, int] = {}
         self.records = Records(self.stats)
@@ -86,13 +89,14 @@ class CuptiRecorder:
             code = self.shim.register(register, BUFFER_BYTES, MAX_BUFFERS)
             if code != SUCCESS:
                 raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
-            if current().cupti_latency:
+            self.kernels = current().kernels
+            if self.kernels and current().cupti_latency:
                 # PINPROF_CUPTI_LATENCY=1: kernel launch times (``queued``) find each kernel's step.
                 # They take part in the driver deadlock of ``profiler.capture.clocks.choice``'s docstring, so
                 # by default markers do (``profiler.capture.clocks.cupti.marker``).
                 lib.call("cuptiActivityEnableLatencyTimestamps", 1)
             else:
-                self.records.marked = True
+                self.records.marked = self.kernels  # markers place kernels: none to place without them
             self._enable()
         except CuptiCallError as err:
             self._disable()
@@ -139,8 +143,20 @@ class CuptiRecorder:
                 self.drain()
 
     def _enable(self) -> None:
-        for kind in (MEMCPY, KERNEL):
+        for kind in (MEMCPY, KERNEL) if self.kernels else (MEMCPY,):
             self.lib.call("cuptiActivityEnable", kind)
+
+    def kernel_records(self, on: bool) -> None:
+        """Kernel records on or off from the next batch on (``kernels``: ``Clocks.for_new_batch`` reads
+        it); for a test that measures both in one process. A profiled run never switches: each switch
+        cost 0.57-1.75 ms on an H100, and records enabled while a loop ran hung one on the H200
+        (``profiler.capture.clocks.choice``)."""
+        if on == self.kernels or not self.active:
+            return
+        self.lib.call("cuptiActivityEnable" if on else "cuptiActivityDisable", KERNEL)
+        self.kernels = on
+        if not current().cupti_latency:
+            self.records.marked = on
 
     def _disable(self) -> None:
         for kind in (MEMCPY, KERNEL):
@@ -195,10 +211,14 @@ class CuptiRecorder:
         return True
 
     # -- the loop's side ----------------------------------------------------------------------------
-    def add(self, store: Store, row: int, calls: list[Call], windows: list[tuple[float, float]], end_ms: float) -> None:
-        """Batch ``row`` of ``store`` (times in host ms, as the recorder's)."""
+    def add(
+        self, store: Store, row: int, calls: list[Call], windows: list[tuple[float, float]] | None, end_ms: float
+    ) -> None:
+        """Batch ``row`` of ``store`` (times in host ms, as the recorder's). ``windows``: where its
+        step's kernels were launched; None where CUDA events time its step (its copies alone are CUPTI's)."""
         self.stats.calls += len(calls)
-        p = Pending(store, row, calls, [(_ns(s), _ns(e)) for s, e in windows], _ns(end_ms))
+        steps = None if windows is None else [(_ns(s), _ns(e)) for s, e in windows]
+        p = Pending(store, row, calls, steps, _ns(end_ms))
         if self.tap is not None:
             self.tap.append(("batch", store, row, calls, p.windows, p.end_ns))
         self.records.incoming.append(p)
@@ -308,7 +328,8 @@ class CuptiRecorder:
             "record_bytes": {("kernel" if k == KERNEL else "memcpy"): v for k, v in s.record_sizes.items()},
             "cupti_ticks_per_ns": self.clock.rate,
             "handed_to_torch_profiler": s.handovers,
-            "kernels_placed_by": "markers" if self.records.marked else "launch times",
+            "kernel_records": self.kernels,
+            "kernels_placed_by": ("markers" if self.records.marked else "launch times") if self.kernels else None,
             "markers": {
                 "kind": self.marker.kind if self.marker is not None else None,
                 "issued": self.marker.count if self.marker is not None else 0,

@@ -341,7 +341,7 @@ class Records:
                 if unknown.any():
                     ker["queued"] = np.where(unknown, self._launches(ker["correlation"]), ker["queued"])
         # Kernels by the step window their launch fell in.
-        wins = sorted((s, e, i, id(p.store)) for i, p in enumerate(ready) for s, e in p.windows)
+        wins = sorted((s, e, i, id(p.store)) for i, p in enumerate(ready) for s, e in p.windows or ())
         pick, group = _in_windows(ker, wins, self.snap if self.marked else None)
         first, last, busy, count = _steps_ms(pick, group, ker, len(ready))
         cols = _lists(mem) if h2d else {}
@@ -350,7 +350,8 @@ class Records:
             staged[i] = staged.get(i, 0) + staging_ns(s, e, got, cols)
         for i, p in enumerate(ready):
             ks = h2d.get(i)
-            comp = (first[i], last[i], busy[i], count[i])
+            # a step CUDA events time (no windows) is theirs: its row keeps what they wrote
+            comp = None if p.windows is None else (first[i], last[i], busy[i], count[i])
             if ks:
                 times, src = _copies(cols, ks)
                 stage = staged[i] / 1e6 if i in staged else NAN
@@ -367,11 +368,11 @@ class Records:
         self.written_ns = max(self.written_ns, horizon)
         done = self._done
         if not self.first_ns:
-            self.first_ns = min((s for p in ready for s, _ in p.windows), default=0)
+            self.first_ns = min((s for p in ready for s, _ in p.windows or ()), default=0)
         floors = self._floors
         for i, p in enumerate(ready):
             self._reach = max(self._reach, p.end_ns)
-            d = Done(p.store, p.row, tuple(p.windows), tuple(missing.get(i, ())), p.end_ns, self._reach)
+            d = Done(p.store, p.row, tuple(p.windows or ()), tuple(missing.get(i, ())), p.end_ns, self._reach)
             done.append(d)
             self._with_missing += bool(d.missing)
             if p.windows:
