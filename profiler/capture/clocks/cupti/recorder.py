@@ -65,8 +65,8 @@ class CuptiRecorder:
         self.why_not = ""  # set when it stopped or could not start: the line the report prints
         self._paused = False  # stopped by release(paused=True): resume enables the records only
         # Kernel records on (PINPROF_KERNELS=1): a batch's step is its kernels; off, CUDA events time it
-        # and CUPTI records the copies alone (``profiler.capture.clocks``). Set at ``start``.
-        self.kernels = True
+        # and CUPTI records the copies alone (``profiler.capture.clocks``); kept when taken back.
+        self.kernels = current().kernels
         self.stats = Stats()
         self.sizes: dict[int, int] = {}
         self.records = Records(self.stats)
@@ -89,7 +89,6 @@ class CuptiRecorder:
             code = self.shim.register(register, BUFFER_BYTES, MAX_BUFFERS)
             if code != SUCCESS:
                 raise CuptiCallError("cuptiActivityRegisterCallbacks", code, lib.result_string(code))
-            self.kernels = current().kernels
             if self.kernels and current().cupti_latency:
                 # PINPROF_CUPTI_LATENCY=1: kernel launch times (``queued``) find each kernel's step.
                 # They take part in the driver deadlock of ``profiler.capture.clocks.choice``'s docstring, so
