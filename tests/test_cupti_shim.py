@@ -158,12 +158,20 @@ def test_a_paused_recorder_enables_its_records_again_without_registering() -> No
     assert not rec.active and ("cuptiActivityDisable", (KERNEL,)) in lib.calls
     lib.calls.clear()
     assert rec.resume() and rec.active
+    # the copies' records alone, as the recorder was started (PINPROF_KERNELS unset)
+    assert lib.calls == [("cuptiActivityEnable", (MEMCPY,))] and starts == []
+    # a test that switched the kernel records on keeps them on through a pause
+    rec.kernel_records(True)
+    assert lib.calls[-1] == ("cuptiActivityEnable", (KERNEL,)) and rec.records.marked
+    rec.release("a bare block", paused=True)
+    lib.calls.clear()
+    assert rec.resume() and rec.kernels
     assert lib.calls == [("cuptiActivityEnable", (MEMCPY,)), ("cuptiActivityEnable", (KERNEL,))] and starts == []
     rec.release("torch.profiler ran")
     lib.calls.clear()
     assert rec.resume() and rec.active and starts == [1]
     assert [c for c in lib.calls if c[0] == "cuptiActivityEnable"] == []
-    assert rec.stats.handovers == 2
+    assert rec.stats.handovers == 3
 
 
 TIMESTAMP = ctypes.CFUNCTYPE(ctypes.c_int, POINTER(ctypes.c_uint64))
