@@ -305,6 +305,25 @@ def test_the_host_rule_needs_cuptis_busy_time_and_a_gpu_that_is_not_busy() -> No
         assert Verdict.HOST_BOUND not in verdicts(d) and "GPU compute sets the pace" in d.headline.text, loop
 
 
+def test_a_launch_bound_step_timed_by_events_is_said_to_be_an_event_span() -> None:
+    """``h200_short_step`` as ``pinprof profile``'s default would record it: its copies CUPTI's, its
+    step a span of CUDA events (the kernels' first start to last end, launch gaps in it). The headline
+    cannot tell the gaps from the kernels' work, so it says GPU compute sets the pace as a span and how
+    to tell them apart, never that the host's launches set it; with CUPTI's kernel records it does."""
+    from profiler.analysis.headline import SPAN
+
+    tl = read_timeline(DATA / "h200_short_step")
+    (d,) = diagnose(tl, None, 16)
+    assert "launches set the pace" in d.headline.text and SPAN not in d.headline.text
+    tl["gpu_clock"] = "cupti/events"
+    tl["compute_ms"] = tl.compute_end_ms - tl.compute_start_ms
+    tl["kernels"] = pd.NA
+    (d,) = diagnose(tl, None, 16)
+    h = d.headline.text
+    assert "GPU compute sets the pace" in h and h.endswith(SPAN) and "launches set the pace" not in h, h
+    assert Verdict.HOST_BOUND not in verdicts(d)
+
+
 def _idle_after_steps(tl: pd.DataFrame) -> pd.Series:
     """Per steady row, from the timeline's own columns: the step's last kernel to the row's end or to the
     next row's first copy or kernel, less its garbage collection (what BETWEEN_STEPS reads)."""

@@ -25,13 +25,20 @@ PACE_SHARE = 0.5
 IDLE_SHARE = BETWEEN_SHARE
 
 
+# Said where the step's GPU time is an event span: a launch-bound step reads as GPU compute there.
+SPAN = (
+    ", a span of CUDA events that holds any gaps between the step's kernels too (pinprof profile "
+    "--kernels tells the kernels' busy time from them)"
+)
+
+
 def _pace(c: Case) -> str:
     """What the batch time is made of when input is not what the loop waits for."""
     comp, cpu = c.comp, c.cpu
     name = "GPU compute" if c.gpu else "compute (host clock, no GPU)"
     if max(comp, cpu) >= PACE_SHARE * c.batch:
         if comp >= cpu:
-            return f"{name} sets the pace: {compute_of_batch(c)}{_idle(c)}"
+            return f"{name} sets the pace: {compute_of_batch(c)}{SPAN if c.event_span else ''}{_idle(c)}"
         return f"the user's CPU work sets the pace: {fmt(cpu)} of the mean {fmt(c.batch)} batch ({pct(cpu, c.batch)}){_idle(c)}"
     if host_bound(c):  # CUPTI's busy time: the GPU waited for the host's launches (rules.pace)
         return (

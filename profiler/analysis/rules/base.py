@@ -125,11 +125,18 @@ class Case:
         holds these gaps too); NaN with the events."""
         return self._cupti_mean("launch_gap")
 
+    @property
+    def event_span(self) -> bool:
+        """Whether ``comp`` is a span between CUDA events on a GPU (the step's kernel records off, or
+        the events clock): it then holds the GPU's waits for the host's launches, which only the
+        kernel records tell apart (``pinprof profile --kernels``)."""
+        return self.gpu and self.m.get("cupti_share", 0.0) < CUPTI_SHARE
+
     def _cupti_mean(self, key: str) -> float:
         """``m[key]`` where CUPTI timed (nearly) every batch, NaN elsewhere: the GPU's idle times need
         its busy times, which the events do not give."""
         m = self.m
-        if not self.gpu or m.get("cupti_share", 0.0) < CUPTI_SHARE:
+        if self.event_span:
             return float("nan")
         return float(m.get(key, float("nan")))
 
