@@ -262,10 +262,10 @@ print(sys.argv[1].split('/')[-1], len(t), 'rows, bytes', sorted(set(t.bytes)), '
       cost-clocks) timeout 570 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 60 \
                      --records-only --events --kernels -- python3 scripts/resnet_train.py --model resnet18 --image-size 96 \
                      --batch-size 128 --workers 6 --steps ${SHORT_STEPS:-350} --warm 100 ;;
-      # The same kinds, --kernels left out, on a long step: resnet50 at 224x224, batch 128.
-      cost-resnet50) timeout 570 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 80 \
-                       --records-only --events -- python3 scripts/resnet_train.py --model resnet50 --batch-size 128 \
-                       --steps ${LONG_STEPS:-120} --warm 40 ;;
+      # The default and the events clock on a long step: resnet50 at 224x224, batch 128.
+      cost-resnet50) timeout 400 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 60 \
+                       --events -- python3 scripts/resnet_train.py --model resnet50 --batch-size 128 \
+                       --steps ${LONG_STEPS:-100} --warm 30 ;;
       # The same for the short step, whose host launches set its pace: what CUPTI's kernel records cost
       # each launch, with markers (the default) or launch times (PINPROF_CUPTI_LATENCY=1, which can
       # deadlock: see cupti-hang). A round (two processes) took 37 s on an H100 (2026-12-05).
