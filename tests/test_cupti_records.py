@@ -356,6 +356,30 @@ def test_event_rows_and_cupti_rows_land_on_one_host_timeline() -> None:
     assert cpu.h2d_ms.isna().all() and list(cpu.gpu_clock) == ["none"]
 
 
+def test_a_batch_with_no_copy_and_an_events_step_is_written_without_waiting_for_a_record() -> None:
+    """With the kernel records off, a batch that made no copy (data made on the GPU) waits for no record:
+    written at once, in order, and the batch after it with a copy call waits for its record as before."""
+    stats = Stats()
+    records = Records(stats)
+    store = Store()
+    for n in range(3):
+        row = dict(TEMPLATE)
+        row["batch"] = n
+        store.append(row)
+        store.wait_for_gpu(n)
+    records.incoming.append(Pending(store, 0, [], None, 1_000))
+    records.incoming.append(Pending(store, 1, [], None, 2_000))
+    records.incoming.append(Pending(store, 2, [(2_500, 3_000, ((64,),))], None, 3_000))
+    records.process(force=False)
+    assert store.first_waiting() == 2  # rows 0 and 1 written, row 2 still waits for its copy's record
+    cols = store.columns()
+    assert list(cols["gpu_clock"][:2]) == [COPIES_CLOCK, COPIES_CLOCK] and np.isnan(cols["comp_gs"][:2]).all()
+    # a batch whose step CUPTI's kernels time waits for the records after its end, copy or none
+    records.incoming.append(Pending(store, 3, [], [(3_100, 3_900)], 4_000))
+    records.process(force=False)
+    assert store.first_waiting() == 2 and len(records._pending) == 2
+
+
 def test_a_row_of_cupti_copies_and_an_events_step_reads_each_on_its_clock() -> None:
     """The default clock's row: CUPTI's memcpy records give its copies in host ms, and its step's events
     (set first, as they may complete before the records come) are mapped by the anchors' clock; the

@@ -147,9 +147,9 @@ class CuptiRecorder:
 
     def kernel_records(self, on: bool) -> None:
         """Kernel records on or off from the next batch on (``kernels``: ``Clocks.for_new_batch`` reads
-        it); for a test that measures both in one process. A profiled run never switches: each switch
-        cost 0.57-1.75 ms on an H100, and records enabled while a loop ran hung one on the H200
-        (``profiler.capture.clocks.choice``)."""
+        it); for a test that measures both in one process. A profiled run never switches: a probe timed
+        an enable and disable at 0.57-1.75 ms on an H100, and records enabled while a loop ran hung one
+        on the H200 (``profiler/DESIGN.md``, "What the clock costs")."""
         if on == self.kernels or not self.active:
             return
         self.lib.call("cuptiActivityEnable" if on else "cuptiActivityDisable", KERNEL)
