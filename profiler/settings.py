@@ -141,28 +141,22 @@ def _backend(env: Mapping[str, str]) -> str:
     return text
 
 
-def _latency(env: Mapping[str, str]) -> bool:
-    text = env.get("PINPROF_CUPTI_LATENCY", "").strip()
+def _switch(env: Mapping[str, str], name: str, on: str, off: str) -> bool:
+    """A ``0``/``1`` variable (unset: 0); ``on``, ``off``: what each means, for the error's line."""
+    text = env.get(name, "").strip()
     if text not in ("", "0", "1"):
         from profiler.errors import UsageError
 
-        raise UsageError(
-            f"$PINPROF_CUPTI_LATENCY={text!r}: give 1 (kernels placed by their launch times) or 0 "
-            "(by markers, the default)"
-        )
+        raise UsageError(f"${name}={text!r}: give 1 ({on}) or 0 ({off}, the default)")
     return text == "1"
+
+
+def _latency(env: Mapping[str, str]) -> bool:
+    return _switch(env, "PINPROF_CUPTI_LATENCY", "kernels placed by their launch times", "by markers")
 
 
 def _kernels(env: Mapping[str, str]) -> bool:
-    text = env.get("PINPROF_KERNELS", "").strip()
-    if text not in ("", "0", "1"):
-        from profiler.errors import UsageError
-
-        raise UsageError(
-            f"$PINPROF_KERNELS={text!r}: give 1 (CUPTI's kernel records time the step) or 0 (CUDA events "
-            "do, the default)"
-        )
-    return text == "1"
+    return _switch(env, "PINPROF_KERNELS", "CUPTI's kernel records time the step", "CUDA events do")
 
 
 def _marker(env: Mapping[str, str]) -> str:

@@ -359,14 +359,8 @@ def test_event_rows_and_cupti_rows_land_on_one_host_timeline() -> None:
 def test_a_batch_with_no_copy_and_an_events_step_is_written_without_waiting_for_a_record() -> None:
     """With the kernel records off, a batch that made no copy (data made on the GPU) waits for no record:
     written at once, in order, and the batch after it with a copy call waits for its record as before."""
-    stats = Stats()
-    records = Records(stats)
-    store = Store()
-    for n in range(3):
-        row = dict(TEMPLATE)
-        row["batch"] = n
-        store.append(row)
-        store.wait_for_gpu(n)
+    records = Records(Stats())
+    store = cupti_replay.waiting_rows(3)
     records.incoming.append(Pending(store, 0, [], None, 1_000))
     records.incoming.append(Pending(store, 1, [], None, 2_000))
     records.incoming.append(Pending(store, 2, [(2_500, 3_000, ((64,),))], None, 3_000))

@@ -86,14 +86,20 @@ def memcpy_record(start: int, end: int, nbytes: int, src: int, corr: int, copy_k
     return bytes(b)
 
 
+def waiting_rows(n: int, store: Store | None = None) -> Store:
+    """``store`` (a new one if None) grown to ``n`` empty rows, each waiting for CUPTI's records."""
+    store = Store() if store is None else store
+    while len(store) < n:
+        row = dict(TEMPLATE)
+        row["batch"] = len(store)
+        store.wait_for_gpu(store.append(row))
+    return store
+
+
 def hand_over(records: Records, store: Store, b: dict[str, Any], steps: bool = True) -> None:
     """Recorded batch ``b`` handed to ``records`` as the loop hands it over, its row in ``store``;
     ``steps`` False: as the copies clock hands it (no step windows: CUDA events time its step)."""
-    while len(store) <= b["row"]:
-        row = dict(TEMPLATE)
-        row["batch"] = len(store)
-        store.append(row)
-    store.wait_for_gpu(b["row"])
+    waiting_rows(b["row"] + 1, store)
     calls = [(s, e, tuple(tuple(x) for x in exp)) for s, e, exp in b["calls"]]
     windows = [tuple(w) for w in b["windows"]] if steps else None
     records.incoming.append(Pending(store, b["row"], calls, windows, b["end_ns"]))

@@ -41,7 +41,9 @@ class RecordedCopies(GpuClock):
     def __init__(self, recorder: CuptiRecorder) -> None:
         self.recorder = recorder
 
-    def noted(self, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None) -> None:
+    def noted(
+        self, prof: Any, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None
+    ) -> None:
         if "_stepped" not in rec:  # a copy after the batch's step: see CopyHooks.copy_end
             rec["request"] = call_e_ns / 1e6  # the step may use the data once the call returns
         # the sizes its records may carry: torch may convert before the copy or after it

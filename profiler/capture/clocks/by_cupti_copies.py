@@ -11,15 +11,12 @@ tell (a step's kernels' busy time, the GPU's waits between launches) is ``PINPRO
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from profiler.capture.clocks.by_cupti import RecordedCopies
 from profiler.capture.clocks.by_events import EventsClock
-from profiler.capture.clocks.gpu_clock import CopySession, GpuClock, Timed
+from profiler.capture.clocks.gpu_clock import GpuClock, Timed
 from profiler.capture.cuda.events import current_stream, record
-
-if TYPE_CHECKING:
-    import torch
 
 
 class CuptiCopiesClock(RecordedCopies, EventsClock):
@@ -36,22 +33,14 @@ class CuptiCopiesClock(RecordedCopies, EventsClock):
         GpuClock.commit(self, prof, rec, row)  # the step's events wait in the pending queue
         self.recorder.add(prof._store, row, rec.get("_calls", []), None, rec["batch_e"])
 
-    def copy_begin(self, s: CopySession, prof: Any) -> Any:
-        return GpuClock.copy_begin(self, s, prof)  # no event around the user's copy: its NVTX range only
+    # No event pair around the user's copy (EventsClock's): its NVTX range, then the copy added to the
+    # batch and logged for its records (``noted``).
+    copy_begin = GpuClock.copy_begin
+    copy_end = GpuClock.copy_end
 
-    def copy_end(
-        self,
-        s: CopySession,
-        prof: Any,
-        rec: dict[str, Any],
-        began: Any,
-        src: torch.Tensor,
-        non_blocking: bool,
-        alt_bytes: int | None,
-        call_s_ns: int,
-        call_e_ns: int,
-        relaid: bool,
+    def noted(
+        self, prof: Any, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None
     ) -> None:
-        GpuClock.copy_end(self, s, prof, rec, began, src, non_blocking, alt_bytes, call_s_ns, call_e_ns, relaid)
+        super().noted(prof, rec, call_s_ns, call_e_ns, nbytes, alt_bytes)  # logged for its records
         if "_stepped" not in rec:  # a copy after the batch's step leaves its start alone (CopyHooks.copy_end)
             record(rec["_comp_start"], current_stream(prof._index))  # the step starts after the last copy

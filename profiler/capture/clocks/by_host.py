@@ -18,7 +18,9 @@ class HostClock(GpuClock):
     def open(self, prof: Timed, rec: dict[str, Any]) -> None:
         rec["comp_s"] = rec["fetch_e"]  # moved to the batch's last copy, if it makes copies
 
-    def noted(self, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None) -> None:
+    def noted(
+        self, prof: Any, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None
+    ) -> None:
         if "_stepped" not in rec:  # a copy after the batch's step leaves the step alone
             rec["comp_s"] = call_e_ns / 1e6  # the step starts when the batch's last copy has returned
 

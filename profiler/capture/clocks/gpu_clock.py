@@ -111,11 +111,14 @@ class GpuClock:
         of it (``noted``). ``call_s_ns``: where the copy proper began (``perf_counter_ns``; after the
         layout copy the hooks made, where ``relaid``)."""
         nbytes = s.copy_noted(prof, rec, src, non_blocking, alt_bytes, call_s_ns, call_e_ns)
-        self.noted(rec, call_s_ns, call_e_ns, nbytes, alt_bytes)
+        self.noted(prof, rec, call_s_ns, call_e_ns, nbytes, alt_bytes)
 
-    def noted(self, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None) -> None:
-        """What this clock keeps of one of the user's copies that ``copy_end`` added to ``rec``:
-        ``nbytes`` moved, ``alt_bytes`` asked for where the copy converts, the call's host span (ns)."""
+    def noted(
+        self, prof: Any, rec: dict[str, Any], call_s_ns: int, call_e_ns: int, nbytes: int, alt_bytes: int | None
+    ) -> None:
+        """What this clock keeps of one of the user's copies that ``copy_end`` added to ``rec`` (of
+        ``prof``): ``nbytes`` moved, ``alt_bytes`` asked for where the copy converts, the call's host
+        span (ns)."""
         raise NotImplementedError
 
     def copy_events(self, pool: EventPool, defer: bool) -> tuple[Any, Any]:

@@ -29,6 +29,13 @@ class Pending:
     windows: list[tuple[int, int]] | None
     end_ns: int
 
+    @property
+    def awaits_nothing(self) -> bool:
+        """No copy call, and CUDA events time its step: no record to wait for. With the kernel records
+        off, a loop that copies nothing would otherwise wait for a later copy's record, to the run's
+        end (its rows kept from the journal till then)."""
+        return not self.calls and self.windows is None
+
 
 @dataclass(slots=True)
 class Done:

@@ -37,13 +37,6 @@ LAG_NS = 50_000_000
 HISTORY_NS = 30_000_000_000  # written batches whose late records can still be added: the last 30 s
 
 
-def _awaits_nothing(p: Pending) -> bool:
-    """Whether batch ``p`` waits for no record: no copy call, and CUDA events time its step. With the
-    kernel records off, a loop that copies nothing would otherwise wait for a later copy's record to
-    be written, to the run's end (its rows kept from the journal till then)."""
-    return not p.calls and p.windows is None
-
-
 class Records:
     """Delivered records and the batches waiting for them; ``process`` attributes the batches whose
     GPU work is surely over. No CUPTI call in here: a recording replays through it on a CPU."""
@@ -295,7 +288,7 @@ class Records:
         n = len(pending) if force else 0
         if not force:
             while n < len(pending) and (
-                _awaits_nothing(pending[n])
+                pending[n].awaits_nothing
                 or (pending[n].end_ns + LAG_NS <= self.frontier_ns and self._marked_by(pending[n].end_ns))
             ):
                 n += 1
