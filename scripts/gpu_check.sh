@@ -336,6 +336,7 @@ print(sys.argv[1].split('/')[-1], len(t), 'rows, bytes', sorted(set(t.bytes)), '
       # dataset, a prefetcher, each step k x M matmuls set by its batch, against CUPTI's unit.
       rows) PINPROF_BACKEND=events timeout 400 python3 scripts/rows_check.py --out "$OUT/rows" ;;
       rows-default) timeout 400 python3 scripts/rows_check.py --out "$OUT/rows-default" ;;
+      rows-kernels) PINPROF_KERNELS=1 timeout 400 python3 scripts/rows_check.py --out "$OUT/rows-kernels" ;;
       rows-cupti) PINPROF_BACKEND=cupti timeout 400 python3 scripts/rows_check.py --out "$OUT/rows-cupti" ;;
       # pinprof tune of four scripts as people write them, each winner applied by hand and timed
       # against the original (issue: pinprof tune); TUNE_CASES picks some, a call holds two or so;
