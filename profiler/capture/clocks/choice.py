@@ -20,8 +20,10 @@ before the script runs (``start``), and the events time the run, with the reason
   batches from then on, to the run's end, are timed with events (only a test takes CUPTI back:
   ``take_back``).
 
-Kernels' launch times (``PINPROF_CUPTI_LATENCY=1``) took part in every such hang, so by default
-markers place each kernel in its step (``profiler.capture.clocks.cupti.marker``).
+CUPTI records the copies alone unless ``PINPROF_KERNELS=1`` asks for its kernel records too
+(``by_cupti_copies``: each kernel record costs its launch in the driver). With them, kernels' launch
+times (``PINPROF_CUPTI_LATENCY=1``) took part in every such hang, so by default markers place each
+kernel in its step (``profiler.capture.clocks.cupti.marker``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The GPU clock of one batch: what times its copies and its step, behind one interface.
 
-Three clocks, one class each: CUPTI's activity records (``by_cupti``), CUDA events (``by_events``)
-and, with no GPU, the host's clock (``by_host``). A profiler holds one of each it can use
+Four clocks, one class each: CUPTI's memcpy records for the copies and CUDA events for the step
+(``by_cupti_copies``, the default where CUPTI runs), CUPTI's memcpy and kernel records (``by_cupti``,
+``PINPROF_KERNELS=1``), CUDA events (``by_events``) and, with no GPU, the host's clock
+(``by_host``). A profiler holds one of each it can use
 (``Clocks``) and gives each batch the one that runs when the batch begins (``Clocks.for_new_batch``);
 the batch keeps it to its row's end (``rec["_clock"]``), so a batch whose copies CUPTI logged stays
 CUPTI's even if CUPTI is handed over before its step ends (``profiler.capture.clocks.choice``).
