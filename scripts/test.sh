@@ -3,8 +3,11 @@
 #   - a virtual environment in .venv with torch 2.14.1 / torchvision 0.29.1 and pinprof[test];
 #   - Nsight Systems 2023.4 unpacked into .nsys by scripts/get_nsys.sh (for the nsys tests);
 #   - Debian's chromium, through apt as root or sudo, for the check that report.html opens in a browser;
-#   - then pytest. GPU tests are skipped without CUDA (run them with scripts/gpu_check.sh).
-# Extra arguments go to pytest.
+#   - then pytest, in two passes: the suite on two processes at once (pytest-xdist: most tests wait on a
+#     subprocess, and two of them keep a 2-core machine busy), then the few tests marked real_clock,
+#     which time a real script's sleeps, alone (tests/conftest.py). GPU tests are skipped without
+#     CUDA (run them with scripts/gpu_check.sh).
+# Extra arguments go to pytest, in both passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -22,4 +25,9 @@ if ! command -v chromium >/dev/null 2>&1; then
   "${install[@]}" >/dev/null 2>&1 || { $sudo apt-get update -q >/dev/null && "${install[@]}" >/dev/null; } ||
     echo "test.sh: could not install chromium (needs root or sudo): the browser check will fail" >&2
 fi
-.venv/bin/python -m pytest -ra "$@"
+# A pass that selects no test (exit 5: the arguments named none of its kind) is no failure.
+status=0
+PINPROF_TEST_PASS=parallel .venv/bin/python -m pytest -ra -n auto --maxprocesses 2 --dist loadgroup "$@" ||
+  { rc=$?; [ "$rc" = 5 ] || status=$rc; }
+PINPROF_TEST_PASS=real_clock .venv/bin/python -m pytest -ra "$@" || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
+exit "$status"

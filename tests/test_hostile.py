@@ -725,7 +725,7 @@ def test_a_full_disk_under_profile_keeps_the_exit_status_and_the_flushed_batches
     log = tmp_path / "iterated.log"
     cmd = (
         f"mount -t tmpfs -o size={size_k}k none {mnt} && cd {ROOT} && PYTHONPATH={ROOT} PINPROF_FLUSH_S=0.2 "
-        f"{PY} -m profiler profile --out {out} --no-plots -- python {HOSTILE / 'steady_loop.py'} {log} 3000 3; "
+        f"{PY} -m profiler profile --out {out} --no-plots -- python {HOSTILE / 'steady_loop.py'} {log} 3000 3 1; "
         f"echo rc=$?; cp -r {out} {tmp_path}/kept 2>/dev/null; true"
     )
     res = subprocess.run(["unshare", "-rm", "sh", "-c", cmd], capture_output=True, text=True, timeout=300)
@@ -790,8 +790,9 @@ def test_a_fifo_put_in_place_of_the_timeline_while_profile_runs_stops_the_append
     """timeline.csv swapped for a FIFO mid-run (with no reader, or one that reads it): the appends stop
     with one line, nothing is written into the FIFO, and the run ends with the program's own status."""
     out, loop, log = tmp_path / "rep", HOSTILE / "steady_loop.py", str(tmp_path / "it.log")
+    cmd = [PY, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", "python", str(loop), log]
     proc = subprocess.Popen(
-        [PY, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--", "python", str(loop), log, "1500", "3"],
+        [*cmd, "1500", "3", "2"],  # 1,500 steps of 2 ms, then exit 3
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "PINPROF_FLUSH_S": "0.5"},
         stdout=subprocess.DEVNULL,
@@ -808,7 +809,7 @@ def test_a_fifo_put_in_place_of_the_timeline_while_profile_runs_stops_the_append
         os.mkfifo(timeline)
         if planted == "fifo-read":  # someone reads what would be written through it
             reader = os.open(timeline, os.O_RDONLY | os.O_NONBLOCK)
-        _, err = proc.communicate(timeout=60)  # the loop takes about 7 s
+        _, err = proc.communicate(timeout=60)  # the loop takes about 4 s
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -6,8 +6,9 @@ the batch's handoff to the step that closes its row: so ``compute_ms`` of row b 
 row holding its neighbour's step would read that neighbour's k instead (one unit or three off).
 
 Here, one subprocess run of ``pinprof profile`` on the real clock per framework (hand-written loops,
-Accelerate, timm, Lightning, Hugging Face's Trainer, zipped loaders) and the in-process cases; the
-attribution of every loop variant, on the fake clock, is ``tests/test_attribution_table.py``'s.
+Accelerate, timm, Lightning, Hugging Face's Trainer, zipped loaders), marked ``real_clock`` so that
+``scripts/test.sh`` runs them alone, and the in-process cases; the attribution of every loop variant,
+on the fake clock, is ``tests/test_attribution_table.py``'s.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def assert_own_steps(tl: pd.DataFrame, rows: int) -> None:
     assert float(tl.compute_ms.iloc[0]) >= UNIT_MS - 1
 
 
+@pytest.mark.real_clock
 @pytest.mark.parametrize(
     ("loop", "pattern", "boundary"),
     [
@@ -83,6 +85,7 @@ def test_each_row_holds_its_own_batch_and_step(tmp_path: Path, loop: str, patter
         assert (tl.fetch_start_ms.iloc[1:] < tl.batch_start_ms.iloc[1:]).all()
 
 
+@pytest.mark.real_clock
 @pytest.mark.parametrize("accumulate", [2])  # every window size: tests/test_attribution_table.py
 def test_the_hugging_face_trainer_keeps_each_row_on_its_own_batch(tmp_path: Path, accumulate: int) -> None:
     """The real ``transformers.Trainer`` (``tests/scripts/hf_trainer.py``, a tiny model of its own):
@@ -117,6 +120,7 @@ def test_the_caveat_of_rows_one_step_early_is_for_a_framework_loader_read_as_pla
     assert ahead_without_steps("plain", "") == ""
 
 
+@pytest.mark.real_clock
 def test_the_lightning_callback_gets_the_same_rows(tmp_path: Path) -> None:
     """``PinprofCallback`` in the script instead of ``pinprof profile``: the same hooks, the same rows."""
     pytest.importorskip("lightning")
@@ -137,6 +141,7 @@ def test_the_lightning_callback_gets_the_same_rows(tmp_path: Path) -> None:
     assert seen["pattern"] == "fetch-ahead" and seen["fetched_unused"] == 1
 
 
+@pytest.mark.real_clock
 def test_two_loaders_zipped_each_get_the_step_their_batches_share(tmp_path: Path) -> None:
     """``zip(first, second)``: both batches of a step are that step's. The second loader's rows began
     where the first's closed (at the step), so they held only the tail after it: 0.05 ms batches with a

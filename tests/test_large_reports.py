@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+# One test process takes every test of this module (pytest-xdist, scripts/test.sh): the million-row
+# fixture is made once for them.
+pytestmark = pytest.mark.xdist_group("large_reports")
 ROWS = 1_000_000
 LIMIT_MB = 1000
 

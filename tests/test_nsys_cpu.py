@@ -21,6 +21,10 @@ from profiler.nsys.importer import import_sqlite
 from profiler.nsys.run import find_nsys
 from profiler.nsys.schema import read_nvtx
 
+# One test process takes every test of this module (pytest-xdist, scripts/test.sh): the capture fixture
+# runs nsys once for them.
+pytestmark = pytest.mark.xdist_group("nsys")
+
 HERE = Path(__file__).parent
 
 # Each range edge is one NVTX call away from pinprof's own clock read, so a column's typical gap
@@ -161,6 +165,7 @@ def test_pinprof_nsys_shows_the_programs_output_and_returns_its_exit_code(tmp_pa
     assert "hello from the profiled program" in (out / "nsys.log").read_text()
 
 
+@pytest.mark.real_clock
 @pytest.mark.nsys
 def test_an_unmodified_script_under_nsys_and_pinprof_profile_gives_the_same_batches(tmp_path: Path) -> None:
     """``pinprof nsys -- pinprof profile -- python train.py``: the hooks' NVTX ranges come back from the
