@@ -97,6 +97,59 @@ def test_out_is_checked_when_the_profiler_is_made_and_claimed_for_one_run(tmp_pa
         TransferProfiler(device="cpu", out=tmp_path / "file" / "sub")  # before any batch, not after the loop
 
 
+def test_check_refuses_what_claim_refuses_and_creates_nothing(tmp_path: Path) -> None:
+    """``claim.check``, which a verb calls before it imports torch, refuses a folder a live run holds
+    and a lock pinprof did not make, as ``claim`` does; it takes nothing, and a dead run's lock is no
+    refusal (``claim`` takes it over)."""
+    import json
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    from profiler.errors import OutputExistsError
+    from profiler.report.claim import LOCK, check, claim, release
+
+    check(tmp_path / "new", "--out")  # no folder: nothing to refuse, and nothing made
+    assert not (tmp_path / "new").exists()
+    held = tmp_path / "held"
+    lock = claim(held, "--out")  # this process holds it
+    with pytest.raises(OutputExistsError, match="--out '.*held' is being written by another pinprof run"):
+        check(held, "--out")
+    release(lock)
+    check(held, "--out")
+    assert not (held / LOCK).exists()  # check took no lock
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (held / LOCK).write_text(json.dumps({"pid": int(dead.stdout), "host": platform.node()}))
+    check(held, "--out")  # a run that is gone holds nothing
+    (held / LOCK).unlink()
+    os.mkfifo(held / LOCK)  # not a lock pinprof made: refused, and never opened for reading
+    with pytest.raises(OutputExistsError, match="it is not a lock pinprof made"):
+        check(held, "--out")
+
+
+@pytest.mark.parametrize("verb", ["profile", "run"])
+def test_a_locked_out_is_refused_before_torch_is_imported(tmp_path: Path, verb: str) -> None:
+    """The CLI checks ``--out``'s lock before it imports its driver: the refusal comes without torch in
+    the process (``-X importtime`` lists every module imported)."""
+    import subprocess
+    import sys
+
+    from profiler.report.claim import LOCK
+
+    (tmp_path / LOCK).symlink_to("/dev/zero")
+    argv = ["--", "python", "-c", "pass"] if verb == "profile" else ["--force", "--device", "cpu"]
+    res = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "profiler", verb, "--out", str(tmp_path), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2 and f"{LOCK}: a symbolic link" in res.stderr, res.stderr[-2000:]
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in res.stderr.splitlines() if ln.startswith("import time:")}
+    assert "profiler.report.claim" in imported and "torch" not in imported
+
+
 @pytest.mark.parametrize(
     "recorded",
     [

@@ -47,6 +47,10 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.out is not None and current().world_size <= 1:  # a rank of a job writes into a folder of its own
+        from profiler.report.claim import check
+
+        check(args.out, "--out")  # a locked folder refused before torch is imported
     from profiler.drivers.script import profile
 
     if args.kernels:

@@ -19,6 +19,7 @@ from profiler.cli.args import (
 )
 from profiler.errors import UsageError
 from profiler.modes import MODES
+from profiler.settings import current
 
 
 def add(sub: Subparsers) -> None:
@@ -114,6 +115,10 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.out is not None and args.nproc <= 1 and current().world_size <= 1:  # ranks write folders of their own
+        from profiler.report.claim import check
+
+        check(args.out, "--out")  # a locked folder refused before torch is imported
     from profiler.drivers.runner import RunOptions, run_matrix
 
     if args.dataset == "synthetic" and args.data_root:

@@ -56,6 +56,25 @@ def _holder(lock: Path) -> tuple[int, str] | None:
         return None
 
 
+def _refuse_held(folder: Path, lock: Path, what: str) -> None:
+    """Raise ``OutputExistsError`` if ``lock`` is not a lock pinprof made, or a live run holds it."""
+    holder = _holder(lock)
+    if holder is not None and (holder[1] != platform.node() or _alive(holder[0])):
+        raise OutputExistsError(
+            f"{what} {str(folder)!r} is being written by another pinprof run (pid {holder[0]} on "
+            f"{holder[1]}); choose another folder, or wait for that run to end"
+        ) from None
+
+
+def check(folder: Path, what: str) -> None:
+    """Refuse ``folder`` as ``claim`` would for its lock, creating nothing: a verb calls this before it
+    imports torch (2 s or more), so that a folder it cannot have is said at once. ``claim`` still takes
+    the lock, and refuses what came meanwhile."""
+    lock = Path(folder) / LOCK
+    if lock.exists() or lock.is_symlink():
+        _refuse_held(Path(folder), lock, what)
+
+
 def claim(folder: Path, what: str) -> Path:
     """Create ``folder`` if needed and take its lock; refuse if a live run holds it.
 
@@ -68,12 +87,7 @@ def claim(folder: Path, what: str) -> Path:
             try:
                 fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
-                holder = _holder(lock)
-                if holder is not None and (holder[1] != platform.node() or _alive(holder[0])):
-                    raise OutputExistsError(
-                        f"{what} {str(folder)!r} is being written by another pinprof run (pid {holder[0]} on "
-                        f"{holder[1]}); choose another folder, or wait for that run to end"
-                    ) from None
+                _refuse_held(folder, lock, what)
                 lock.unlink(missing_ok=True)  # its run is gone
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
