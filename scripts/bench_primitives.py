@@ -6,7 +6,12 @@ printed: the median over repetitions of the mean time per call, in microseconds.
 costs of the calls alone (no GPU work waits behind them), to choose between ways of making the same
 call; the recorder's cost per batch, side by side with the bare loop, is ``scripts/bench_overhead.py``.
 
-    python scripts/bench_primitives.py [--calls 20000] [--reps 5]
+    python scripts/bench_primitives.py [--calls 20000] [--reps 5] [--records none|memcpy|kernels]
+
+``--records`` enables CUPTI's activity records first, as ``pinprof profile`` does before the script's
+CUDA work (``scripts/bench_launch_cost.py``'s ``start_records``; buffers given back unread): ``memcpy``
+its memcpy records alone (the default clock's), ``kernels`` the kernel records too. Each CUDA call
+then pays what CUPTI adds to it; one process a setting, so run it once for each.
 """
 
 from __future__ import annotations
@@ -44,7 +49,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20000, help="calls per repetition (default 20000)")
     ap.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
+    ap.add_argument(
+        "--records",
+        choices=("none", "memcpy", "kernels"),
+        default="none",
+        help="CUPTI's records on first: memcpy alone, or with kernels (default none)",
+    )
     args = ap.parse_args()
+    if args.records != "none":  # before any CUDA work, as pinprof profile starts them
+        from bench_launch_cost import start_records
+
+        start_records(latency=False, kernels=args.records == "kernels")
     dev = torch.device("cuda")
     idx = torch.cuda.current_device()
     side = torch.cuda.Stream(dev)
@@ -125,7 +140,8 @@ def main() -> None:
         cases = [c for c in cases if not c[0].startswith("gate")]
         print("no stream gate here (cuda.bindings or stream memory operations missing)")
     print(
-        f"host cost per call, us (median of {args.reps} repetitions of {args.calls} calls), torch {torch.__version__}"
+        f"host cost per call, us (median of {args.reps} repetitions of {args.calls} calls), torch {torch.__version__}, "
+        f"CUPTI's records: {args.records}"
     )
     for name, fn in cases:
         print(f"  {name:48s} {per_call_us(fn, args.calls, args.reps):8.3f}")

@@ -172,6 +172,10 @@ print(sys.argv[1].split('/')[-1], len(t), 'rows, bytes', sorted(set(t.bytes)), '
                      echo "cores 0-7: $(timeout 60 taskset -c 0-7 python3 $short | tail -n 1)"; done ;;
       # The host cost of each call on the recorder's per-batch path, and of its alternatives.
       primitives) timeout 150 python3 scripts/bench_primitives.py ;;
+      # The same with CUPTI's records on (memcpy alone: the default clock's; then with kernels), one process
+      # each, beside a process without: what CUPTI adds to each CUDA call on the loop's thread.
+      primitives-records) for r in none memcpy kernels none memcpy; do
+                            timeout 100 python3 scripts/bench_primitives.py --calls 10000 --reps 5 --records $r; done ;;
       # Where pinprof profile's cost goes on the short step: py-spy samples the profiled script and the bare one.
       spy-short) python3 -m pip install -q --no-index --no-deps --target /tmp/dbg .dbg/*.whl
                  short="scripts/resnet_train.py --model small --image-size 96 --batch-size 128 --steps 1500 --warm 100"
@@ -295,6 +299,12 @@ print(sys.argv[1].split('/')[-1], len(t), 'rows, bytes', sorted(set(t.bytes)), '
                --model small --image-size 96 --batch-size 128 --steps 600 --warm 100
              timeout 90 python3 scripts/hook_parts.py --out "$OUT/parts-resident" -- python3 scripts/resident_loop.py \
                --steps 1500 --warm 100 ;;
+      # The same parts on cost-clocks' short step under each clock (the default, the events, --kernels'
+      # records), alternated twice: where the default's pinprof_ms goes that the events clock's does not.
+      parts-clocks) short="scripts/resnet_train.py --model resnet18 --image-size 96 --batch-size 128 --workers 6 --steps 350 --warm 100"
+                    for r in 1 2; do for v in PINPROF_BACKEND=auto PINPROF_BACKEND=events PINPROF_KERNELS=1; do
+                      echo "--- round $r, $v"; env $v timeout 90 python3 scripts/hook_parts.py --out "$OUT/parts-$r-${v#*=}" -- \
+                        python3 $short | grep -A30 "parts on the loop"; done; done ;;
       # CUPTI's records started before any step, and after three (the bench's hang, 2026-12-03).
       # Then a flush halfway, forced and plain, with the loader running: the suspect since.
       cupti-late) for b in 0 3; do timeout 60 python3 scripts/cupti_late_start.py --before $b --after 15 --watchdog 35; done

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from profiler.capture.auto_session import AutoSession
+from profiler.capture.clocks.by_cupti_copies import CuptiCopiesClock
+from profiler.capture.clocks.by_events import EventsClock
+from profiler.capture.clocks.cupti.recorder import CuptiRecorder
 from profiler.capture.profiler import TransferProfiler
 from profiler.drivers.script import profile
 from profiler.report.files import read_timeline
@@ -45,7 +48,16 @@ PARTS: dict[type, tuple[str, ...]] = {
         "trained",
     ),
     TransferProfiler: ("_commit",),
+    # the clocks' own parts, named by class (the copies clock's open and commit call the events' too)
+    CuptiCopiesClock: ("open", "noted", "commit"),
+    EventsClock: ("open", "copy_begin", "copy_end", "start_step", "end_step", "commit"),
+    CuptiRecorder: ("add",),
 }
+PLAIN = (AutoSession, TransferProfiler)  # their parts keep their bare names
+
+
+def label(cls: type, name: str) -> str:
+    return name if cls in PLAIN else f"{cls.__name__}.{name}"
 
 
 def timed(name: str, fn: Callable[..., Any], got: dict[str, list[int]]) -> Callable[..., Any]:
@@ -71,22 +83,27 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="pinprof-parts-")) / "report"
     got: dict[str, list[int]] = {}
     # A part an older package (PYTHONPATH=PATH of a worktree) does not have is left out, not an error.
+    # The session's parts as it finds them (its mixins' too); a clock's only where the class itself
+    # defines it, so that a part a subclass inherits is timed once, under the class that defines it.
     originals = [
-        (cls, name, getattr(cls, name)) for cls, names in PARTS.items() for name in names if hasattr(cls, name)
+        (cls, name, getattr(cls, name) if cls in PLAIN else cls.__dict__[name])
+        for cls, names in PARTS.items()
+        for name in names
+        if (hasattr(cls, name) if cls in PLAIN else name in cls.__dict__)
     ]
     for cls, name, fn in originals:
-        setattr(cls, name, timed(name, fn, got))
+        setattr(cls, name, timed(label(cls, name), fn, got))
     try:
         code = profile(args.command, out, plots=False)
     finally:
         for cls, name, fn in originals:
             setattr(cls, name, fn)
     print(f"pinprof profile's parts on the loop's thread (exit status {code}; report in {out}):")
-    print(f"  {'part':<12} {'calls':>7} {'median us':>10} {'mean us':>9}")
-    for name in (n for names in PARTS.values() for n in names):
+    print(f"  {'part':<24} {'calls':>7} {'median us':>10} {'mean us':>9}")
+    for name in (label(cls, n) for cls, names in PARTS.items() for n in names):
         ns = got.get(name, [])
         if ns:
-            print(f"  {name:<12} {len(ns):>7} {statistics.median(ns) / 1e3:>10.1f} {statistics.mean(ns) / 1e3:>9.1f}")
+            print(f"  {name:<24} {len(ns):>7} {statistics.median(ns) / 1e3:>10.1f} {statistics.mean(ns) / 1e3:>9.1f}")
     tl = read_timeline(out / "timeline.csv")
     steady = tl[~tl.warmup.astype(bool)]
     if not len(steady):
