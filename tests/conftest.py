@@ -17,21 +17,6 @@ os.environ.setdefault("PINPROF_BACKEND", "events")
 # real_clock test times a real script's sleeps against the real clock, so a second test beside it on
 # two cores moves its figures; every other test is free of timing. Unset: every test, in one pass.
 PASSES = ("parallel", "real_clock")
-# The modules whose tests run several processes each (tune's trials, five or nine profile runs, torchrun
-# jobs, mypy, a million rows), 10-55 s a test: the parallel pass hands them out first, so that the
-# pass does not end on one of them while the other process has nothing left.
-LONG_FIRST = (
-    "test_compare_runs",
-    "test_distributed",
-    "test_gc_pauses",
-    "test_large_reports",
-    "test_reliability",
-    "test_report",
-    "test_tune",
-    "test_tune_safety",
-    "test_typing",
-    "test_worker_busy",
-)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -49,8 +34,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         (keep if ("real_clock" in item.keywords) == (wanted == "real_clock") else drop).append(item)
     config.hook.pytest_deselected(items=drop)
-    if wanted == "parallel":  # a stable sort: each module's own order kept
-        keep.sort(key=lambda item: item.path.stem not in LONG_FIRST)
     items[:] = keep
 
 
