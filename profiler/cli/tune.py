@@ -43,11 +43,13 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from profiler.drivers.tune import tune
     from profiler.errors import UsageError
 
+    # refused before the driver imports torch (3 s on the CPU machine), as a bad flag is
     if not (args.budget_s > 0 and math.isfinite(args.budget_s)):
         raise UsageError(f"--budget-s {args.budget_s}: give a finite number of seconds, more than 0 (default 900)")
+    from profiler.drivers.tune import tune
+
     only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
     return tune(
         args.command,
