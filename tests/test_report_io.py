@@ -128,6 +128,19 @@ def test_check_refuses_what_claim_refuses_and_creates_nothing(tmp_path: Path) ->
         check(held, "--out")
 
 
+def test_check_leaves_a_folder_it_may_not_read_to_claim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder this user may not read (its lock's stat refused): ``check`` says nothing, and ``claim``
+    then gives the run's own error. (The test runs as root, so the refusal is played by the stat.)"""
+    from profiler.report.claim import check
+
+    def refused(self: Path, **kwargs: object) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "exists", refused)
+    monkeypatch.setattr(Path, "is_symlink", refused)
+    check(tmp_path / "theirs", "--out")
+
+
 @pytest.mark.parametrize("verb", ["profile", "run"])
 def test_a_locked_out_is_refused_before_torch_is_imported(tmp_path: Path, verb: str) -> None:
     """The CLI checks ``--out``'s lock before it imports its driver: the refusal comes without torch in

@@ -71,7 +71,11 @@ def check(folder: Path, what: str) -> None:
     imports torch (2 s or more), so that a folder it cannot have is said at once. ``claim`` still takes
     the lock, and refuses what came meanwhile."""
     lock = Path(folder) / LOCK
-    if lock.exists() or lock.is_symlink():
+    try:
+        there = lock.exists() or lock.is_symlink()
+    except OSError:  # a folder this user may not read: claim says why, with the run's own words
+        return
+    if there:
         _refuse_held(Path(folder), lock, what)
 
 
