@@ -111,6 +111,16 @@ def script_target(p: argparse.ArgumentParser) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program, as you would run it")
 
 
+def refuse_locked_out(out: Path | None, ranks: int) -> None:
+    """``--out`` refused now, before the verb imports torch (2 s or more), where its lock is not
+    pinprof's or a live run holds it (``profiler.report.claim.check``); the driver's ``claim`` takes the
+    lock later. With ``ranks`` above 1, each rank writes into a folder of its own: left to the driver."""
+    if out is not None and ranks <= 1:
+        from profiler.report.claim import check
+
+        check(out, "--out")
+
+
 def size(text: str) -> int:
     """A byte size like ``64K``, ``12.5M``, ``1G``."""
     from profiler.units import parse_size

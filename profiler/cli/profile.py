@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiler.cli.args import Subparsers, nonneg_int, positive_int, script_target
+from profiler.cli.args import Subparsers, nonneg_int, positive_int, refuse_locked_out, script_target
 from profiler.settings import current
 
 
@@ -47,10 +47,7 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if args.out is not None and current().world_size <= 1:  # a rank of a job writes into a folder of its own
-        from profiler.report.claim import check
-
-        check(args.out, "--out")  # a locked folder refused before torch is imported
+    refuse_locked_out(args.out, current().world_size)
     from profiler.drivers.script import profile
 
     if args.kernels:

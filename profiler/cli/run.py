@@ -16,6 +16,7 @@ from profiler.cli.args import (
     modes,
     nonneg_int,
     positive_int,
+    refuse_locked_out,
 )
 from profiler.errors import UsageError
 from profiler.modes import MODES
@@ -115,10 +116,7 @@ def add(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if args.out is not None and args.nproc <= 1 and current().world_size <= 1:  # ranks write folders of their own
-        from profiler.report.claim import check
-
-        check(args.out, "--out")  # a locked folder refused before torch is imported
+    refuse_locked_out(args.out, max(args.nproc, current().world_size))
     from profiler.drivers.runner import RunOptions, run_matrix
 
     if args.dataset == "synthetic" and args.data_root:
