@@ -18,7 +18,8 @@ DATA = HERE / "data"
 
 
 def test_torchrun_two_ranks_merge_into_one_aligned_report(tmp_path: Path) -> None:
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
+    # TMPDIR: torchrun's agent leaves a torchelastic_* folder there; the test's own holds it
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
     res = subprocess.run(
         [
             sys.executable,
@@ -83,7 +84,7 @@ def test_pinprof_run_nproc_2_on_cpu_merges_the_ranks(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)},
     )
     assert res.returncode == 0, res.stderr[-2000:]
     tl = read_timeline(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -166,7 +167,9 @@ def test_a_two_rank_gloo_torchrun_job(tmp_path: Path, linger: float) -> None:
         "--linger",
         str(linger),
     ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent)
+    # torchrun's agent leaves a torchelastic_* folder in the temporary directory: the test's own holds it
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=HERE.parent, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     for k in (0, 1):
         part = read_timeline(out / f"rank{k}")

@@ -60,8 +60,14 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=8)
     p.add_argument("--unit-ms", type=float, default=40.0)
     args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hf-trainer-") as out:  # the Trainer's folder goes with the run
+        fit(args, out)
+
+
+def fit(args: argparse.Namespace, out: str) -> None:
+    """The Trainer's training on ``Items``, its output folder ``out``."""
     train = TrainingArguments(
-        output_dir=tempfile.mkdtemp(prefix="hf-trainer-"),
+        output_dir=out,
         per_device_train_batch_size=4,
         gradient_accumulation_steps=args.accumulate,
         max_steps=args.batches // args.accumulate,
