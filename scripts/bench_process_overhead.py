@@ -11,7 +11,12 @@ beside a profiled one would pay for its records too; and a run of ``pinprof prof
         profile, in the same rounds, the three kinds' order rotated round by round)
     python scripts/bench_process_overhead.py --records-only -- ...   (also the script with CUPTI's records
         on and nothing else of pinprof's, ``scripts/records_only.py``: CUPTI's own share of the ratio;
-        once with memcpy and kernel records, once with memcpy records alone)
+        once with memcpy and kernel records, once with memcpy records alone; --memcpy-records: the latter
+        alone)
+    python scripts/bench_process_overhead.py --runner -- ...   (also the script run by pinprof's runner
+        with no record, no hook: what the process costs before CUPTI or the hooks)
+    python scripts/bench_process_overhead.py --bare-twice -- ...   (a second bare process each round: the
+        ratio two identical processes read, against which the others' ratios are read)
     python scripts/bench_process_overhead.py --events -- ...   (also pinprof profile with the events as
         its GPU clock, PINPROF_BACKEND=events, in the same rounds)
     python scripts/bench_process_overhead.py --kernels -- ...   (also pinprof profile with CUPTI's kernel
@@ -103,6 +108,21 @@ def main() -> None:
         help="also run the script with CUPTI's records on and no hooks, in the same rounds (scripts/records_only.py)",
     )
     ap.add_argument(
+        "--memcpy-records",
+        action="store_true",
+        help="also run the script with CUPTI's memcpy records alone on and no hooks (records_only.py --memcpy-only)",
+    )
+    ap.add_argument(
+        "--runner",
+        action="store_true",
+        help="also run the script by pinprof's runner alone, no records and no hooks (scripts/records_only.py --none)",
+    )
+    ap.add_argument(
+        "--bare-twice",
+        action="store_true",
+        help="also run the bare script a second time each round: the ratio of two identical processes",
+    )
+    ap.add_argument(
         "--events",
         action="store_true",
         help="also run pinprof profile with the events as its GPU clock (PINPROF_BACKEND=events), in the same rounds",
@@ -128,15 +148,15 @@ def main() -> None:
         sides["events"] = (None, {**os.environ, "PINPROF_BACKEND": "events"})
     if args.kernels:
         sides["kernels"] = (None, {**os.environ, "PINPROF_KERNELS": "1"})
-    # Kinds run beside the bare script without pinprof profile: CUPTI's records alone.
-    plain: dict[str, list[str]] = (
-        {
-            "records": [sys.executable, str(RECORDS_ONLY), "--", *cmd],
-            "memcpy": [sys.executable, str(RECORDS_ONLY), "--memcpy-only", "--", *cmd],
-        }
-        if args.records_only
-        else {}
-    )
+    # Kinds run beside the bare script without pinprof profile: the bare script again, pinprof's runner
+    # alone, CUPTI's records alone.
+    plain: dict[str, list[str]] = {"bare2": cmd} if args.bare_twice else {}
+    if args.runner:
+        plain["runner"] = [sys.executable, str(RECORDS_ONLY), "--none", "--", *cmd]
+    if args.records_only:
+        plain["records"] = [sys.executable, str(RECORDS_ONLY), "--", *cmd]
+    if args.records_only or args.memcpy_records:
+        plain["memcpy"] = [sys.executable, str(RECORDS_ONLY), "--memcpy-only", "--", *cmd]
     steps: dict[str, list[float]] = {kind: [] for kind in ("bare", *plain, *sides)}
     backends: dict[str, str] = {}  # each profiled kind's GPU clock, as its meta.json names it
     for r in range(args.rounds):
@@ -202,6 +222,8 @@ def main() -> None:
         ratios = [p / b for b, p in zip(bare_ms, steps[kind])]
         name = {
             "profiled": "pinprof profile",
+            "bare2": "the bare script again",
+            "runner": "pinprof's runner alone",
             "records": "CUPTI's records alone",
             "memcpy": "CUPTI's memcpy records alone",
             "events": "pinprof profile, events clock",
@@ -224,7 +246,7 @@ def main() -> None:
             f"median ratio's interval (order statistics, 90% or more): {ci}; bare processes alone "
             f"{min(bare_ms):.3f}-{max(bare_ms):.3f} ms a step"
         )
-    if plain and "profiled" in sides:
+    if "records" in plain and "profiled" in sides:
         # pinprof's own share: each round's profiled process against the same round's records-only one
         own = [p / c for c, p in zip(steps["records"], steps["profiled"])]
         print(
