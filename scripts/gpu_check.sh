@@ -95,6 +95,12 @@ log="$OUT/gpu_check.log"
       # The split's GPU tests; their report folders kept under $OUT (tests/data recordings come from them).
       hidden-tests) timeout 560 python3 -m pytest -m gpu -v -s -p no:cacheprovider --timeout=240 \
                       --basetemp="$OUT/hidden-tests" tests/test_gpu_hidden_copies.py ;;
+      # The view under pinprof profile (CUPTI), run after run: the split's parts over the calls and tail,
+      # batch by batch, and each batch past the test's 5% (scripts/split_medians.py).
+      view-split) for r in $(seq 1 ${SPLIT_ROUNDS:-3}); do
+                    PINPROF_BACKEND=cupti timeout 100 python3 -m profiler profile --out "$OUT/view-split-$r" --no-plots -- \
+                      python3 tests/scripts/dict_batches.py --layout view --steps 60 > "$OUT/view-split-$r.txt" 2>&1
+                    echo "-- run $r"; python3 scripts/split_medians.py "$OUT/view-split-$r"; done ;;
       # How far the view's copy (its layout copy above all) moves between identical processes: the bare
       # script under torch.profiler and under pinprof profile (CUPTI), alternated, torch's intra-op threads
       # at their default and at one (OMP_NUM_THREADS=1).
@@ -266,6 +272,12 @@ print(sys.argv[1].split('/')[-1], len(t), 'rows, bytes', sorted(set(t.bytes)), '
       cost-clocks) timeout 570 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 60 \
                      --records-only --events --kernels -- python3 scripts/resnet_train.py --model resnet18 --image-size 96 \
                      --batch-size 128 --workers 6 --steps ${SHORT_STEPS:-350} --warm 100 ;;
+      # Where the default's cost on the short step comes from, each kind its own process in the same
+      # rounds: a second bare process (the floor of the ratio), pinprof's runner alone, CUPTI's memcpy
+      # records alone, the events clock, the default.
+      cost-split) timeout 570 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 60 \
+                    --bare-twice --runner --memcpy-records --events -- python3 scripts/resnet_train.py --model resnet18 \
+                    --image-size 96 --batch-size 128 --workers 6 --steps ${SHORT_STEPS:-350} --warm 100 ;;
       # The default and the events clock on a long step: resnet50 at 224x224, batch 128.
       cost-resnet50) timeout 400 python3 scripts/bench_process_overhead.py --rounds ${PROCESS_ROUNDS:-5} --timeout 60 \
                        --events -- python3 scripts/resnet_train.py --model resnet50 --batch-size 128 \

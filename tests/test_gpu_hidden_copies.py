@@ -10,8 +10,8 @@ host spans, the layout copies inside them, the memcpy records and their memory k
 Per set-up:
 - per batch, ``layout_ms + hidden_stage_ms + dma_ms`` accounts for the copy calls' host time and their
   DMA's tail past the last call (``profiler.timeline.split.accounted_ms``: the host clock's calls, the
-  GPU clock's copy end) within ``ACCOUNTED_BOUND``: in every steady batch with CUPTI, in
-  ``ACCOUNTED_SHARE`` of them with the events (the README's bounds, "A copy's three parts");
+  GPU clock's copy end) within ``ACCOUNTED_BOUND`` in at least ``ACCOUNTED_SHARE`` of the steady
+  batches (the README's bounds for each clock, "A copy's three parts");
 - ``dma_ms`` against torch.profiler's memcpy records (medians: the runs are separate processes): the
   control's, the DMA proper of a pinned copy, within 3% (CUPTI) or ``EVENTS_DMA_BOUND`` (events: the
   copy's bytes at the link's calibrated pinned rate, README "A copy's three parts"); with CUPTI, the
@@ -55,10 +55,11 @@ STEPS, SKIP = 60, 5
 ACCOUNTED_BOUND = 0.05
 # The events read the calls on the host clock and the copy on the GPU's: a batch whose call the host
 # preempted, or whose copy queued behind the step's compute, reads apart (on an H100, 2 to 4 of 55 such
-# batches by 5-24% in a pageable run, none with CUPTI's records, which share the host's clock: every
-# batch held within 2.4% in the view and 0.05% dense and pageable, in the whole GPU suite on an H100 of
-# 2026-12-07). So CUPTI's rows hold it in every batch.
-ACCOUNTED_SHARE = {"cupti": 1.0, "events": 0.90}
+# batches by 5-24% in a pageable run). CUPTI's records share the host's clock, yet a call the host holds
+# up outside any of the three parts reads apart too: on an H100 (2026-12-07, four runs of the view, 220
+# batches) two batches read 15% and 18% under, each with a copy call 2 ms longer than the others'
+# (h2d_call_ms 3.16 against 1.15) and its layout copy and staging as usual: the host's time, not a copy's.
+ACCOUNTED_SHARE = {"cupti": 0.95, "events": 0.90}
 EVENTS_DMA_BOUND = 0.10
 # The rows' gpu_clock under each PINPROF_BACKEND: CUPTI's memcpy records time the copies by default
 # (the step's CUDA events), kernel records being off
