@@ -326,3 +326,17 @@ def test_a_full_collection_inside_the_hooks_is_gc_ms_not_pinprof_ms(monkeypatch:
         assert tl.pinprof_ms[b] < tl.gc_ms[b] / 5 and tl.pinprof_ms[b] < 20 * typical + 1.0
     assert (tl.gc_ms.drop([7, 14]) == 0).all()
     assert (tl.pinprof_ms >= 0).all()
+
+
+def test_pinprof_profile_starts_no_journal_process_for_a_run_shorter_than_an_append(tmp_path: Path) -> None:
+    """``pinprof profile`` started its journal process with the run, whatever its length; a run that
+    ends before its first append now starts none, and every row is in its timeline."""
+    out = tmp_path / "short"
+    cmd = [sys.executable, "-m", "profiler", "profile", "--out", str(out), "--no-plots", "--"]
+    cmd += ["python", str(HERE / "scripts" / "plain_train.py"), "--workers", "0", "--epochs", "2"]
+    env = {**os.environ, "PINPROF_FLUSH_S": "60"}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    info = json.loads((out / "meta.json").read_text())
+    assert info["pinprof_journal_process_ms"] is None and info["pinprof_journal_process_start_ms"] is None, info
+    assert len(read_timeline(out / "timeline.csv")) == 2 * 7  # 100 items in batches of 16, two epochs

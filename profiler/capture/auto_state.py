@@ -118,7 +118,8 @@ class SessionState:
         # of their own, which builds and writes them (the ``appender``, ``report.journal_process``): built and formatted here, they
         # held Python's lock from the loop (``rows.FLUSH_SHARE``'s note: tens of ms an append).
         self.journal = journal
-        self._appender = appender if journal is not None else None
+        self._late = appender if journal is not None else None  # not started: at the first rows (flush)
+        self._appender: Appender | None = None
         self.journal_process_ms: float | None = None  # its CPU time for the rows, once it ended (meta.json)
         self.journal_process_start_ms: float | None = None  # and to start
         own_threads.reset()  # meta.json's pinprof_threads_ms: this session's threads' CPU time
@@ -156,8 +157,6 @@ class SessionState:
         self._raised: dict[str, Any] | None = None  # the newest batch in flight when a next() last raised
         if journal is not None:
             journal.start()  # the header, before the appender's first rows
-        if self._appender is not None and not self._appender.start():
-            self._appender = None  # no process to be had: the journal's thread appends itself
         PIN_HOOK.install(NvtxEmitter(enabled=nvtx))
         if self._writer is not None:
             self._writer.start()
@@ -263,6 +262,12 @@ class SessionState:
                 got, stop = rows.completed_raw(prof, self._flushed.get(key, 0))
                 done.append((key, got, stop))
             handed = [got for _, got, _ in done if got is not None]
+            if handed and self._late is not None:
+                # Started at the first rows, as pinprof run's (rows.Flusher): a run shorter than an
+                # append needs no process, whose start-up took 2.2 s of CPU on an H100's host. Where
+                # none can be had, this thread appends itself.
+                late, self._late = self._late, None
+                self._appender = late if late.start() else None
             appender = self._appender
             if handed and appender is not None and not appender.send(handed):
                 self._appender = None  # the process is gone: its error, if it stopped at one, is the journal's
@@ -280,6 +285,7 @@ class SessionState:
         """Stop the journal's thread (the run ended, or is exiting), after its append in progress."""
         if self._writer is not None:
             self._writer.stop()
+        self._late = None  # never started: an append after this (os._exit's) is this thread's
         appender, self._appender = self._appender, None
         if appender is not None:
             appender.close()  # what it was handed is on disk; later appends (os._exit's) are this thread's

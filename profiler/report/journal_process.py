@@ -22,7 +22,9 @@ shared standard error, reads and drops what comes after, and reports the error a
 unsaid, and the profiled process raises the error (``rows.Flusher``). Ctrl-C reaches the whole process
 group; the child ignores it, since the profiled process decides when the run ends.
 
-The child imports numpy, pandas and pinprof's timeline and report modules, not torch.
+The child imports numpy, pandas and pinprof's timeline and report modules, not torch. It is started
+at the first append that has rows (``AutoSession.flush``, ``rows.Flusher``): a run or a scenario
+shorter than the append interval starts none.
 """
 
 from __future__ import annotations
