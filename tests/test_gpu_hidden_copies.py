@@ -57,8 +57,9 @@ ACCOUNTED_BOUND = 0.05
 # preempted, or whose copy queued behind the step's compute, reads apart (on an H100, 2 to 4 of 55 such
 # batches by 5-24% in a pageable run). CUPTI's records share the host's clock, yet a call the host holds
 # up outside any of the three parts reads apart too: on an H100 (2026-12-07, four runs of the view, 220
-# batches) two batches read 15% and 18% under, each with a copy call 2 ms longer than the others'
-# (h2d_call_ms 3.16 against 1.15) and its layout copy and staging as usual: the host's time, not a copy's.
+# batches) two batches read 15% and 18% under; the one whose row came back held copy calls 2 ms longer
+# than the run's others (h2d_call_ms 3.16 against a median of 1.16) with its layout copy, staging and
+# DMA as usual: the host's time, not a copy's.
 ACCOUNTED_SHARE = {"cupti": 0.95, "events": 0.90}
 EVENTS_DMA_BOUND = 0.10
 # The rows' gpu_clock under each PINPROF_BACKEND: CUPTI's memcpy records time the copies by default
