@@ -94,7 +94,10 @@ log="$OUT/gpu_check.log"
                   grep -hE "Headline|Verdict" "$d/diagnosis.md" | head -n 4; done; done; done ;;
       # The split's GPU tests; their report folders kept under $OUT (tests/data recordings come from them).
       hidden-tests) timeout 560 python3 -m pytest -m gpu -v -s -p no:cacheprovider --timeout=240 \
-                      --basetemp="$OUT/hidden-tests" tests/test_gpu_hidden_copies.py ;;
+                      --basetemp="$OUT/hidden-tests" tests/test_gpu_hidden_copies.py
+                    # each run's timeline.csv one folder deep, so that the device tool brings it back
+                    find "$OUT/hidden-tests" -path '*current*' -prune -o -name timeline.csv -print | while read -r f; do
+                      cp "$f" "$OUT/hidden-$(basename "$(dirname "$(dirname "$f")")")-$(basename "$(dirname "$f")").csv"; done ;;
       # The view under pinprof profile (CUPTI), run after run: the split's parts over the calls and tail,
       # batch by batch, and each batch past the test's 5% (scripts/split_medians.py).
       view-split) for r in $(seq 1 ${SPLIT_ROUNDS:-3}); do
