@@ -285,7 +285,7 @@ class SessionState:
         """Stop the journal's thread (the run ended, or is exiting), after its append in progress."""
         if self._writer is not None:
             self._writer.stop()
-        self._late = None  # never started: an append after this (os._exit's) is this thread's
+        self._late = None  # not started by now: it never will be
         appender, self._appender = self._appender, None
         if appender is not None:
             appender.close()  # what it was handed is on disk; later appends (os._exit's) are this thread's
