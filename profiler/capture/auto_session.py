@@ -38,6 +38,7 @@ import torch
 
 from profiler.capture import trial
 from profiler.capture.auto_copies import CopyHooks
+from profiler.capture.auto_state import _trained
 from profiler.capture.auto_steps import StepHooks
 from profiler.capture.cuda.events import current_stream
 from profiler.capture.frames import calling_framework, fetches_windows, iterator_config
@@ -102,8 +103,8 @@ class AutoSession(StepHooks, CopyHooks):
         # to hold, and none is made for a loader whose first next() ends a tune trial).
         fetching = self.profs.get(id(getattr(it, "_dataset", it))) if self._windowed else None
         self._at_next(fetching=fetching)
-        if self.stop_after is not None and self.batches >= self.stop_after + self.trial_extra:
-            raise TrialDone(f"{self.batches} batches recorded")
+        if self.stop_after is not None and self._measured() >= self.stop_after + self.trial_extra:
+            raise TrialDone(f"{self._measured()} batches recorded")
         self._fetched_since_step = True
         prof = self.profiler_for(it)
         epoch = prof._epoch
@@ -122,6 +123,17 @@ class AutoSession(StepHooks, CopyHooks):
             prof.nvtx.push(f"loop {prof.scenario}")
             prof.nvtx.push(f"batch {n}")
         return prof, fetch_begin(prof, n)
+
+    def _measured(self) -> int:
+        """A tune trial's batches so far: the rows closed, and the batches whose end a ``next()`` set
+        (``_tent``) and that close at the next one whatever comes (trained, or of a loader that trains
+        none). A loop with no optimizer step closes a row one ``next()`` late: counted by its closed
+        rows alone, its trial measured a batch more than its window (103 rows for 102 in
+        ``tests/test_tune.py``'s trial of an update written by hand)."""
+        late = 0
+        for p, r in self.flight:
+            late += "_tent" in r and "_held" not in r and (_trained(r) or id(p) not in self._training)
+        return self.batches + late
 
     def arrived(self, prof: TransferProfiler, rec: dict[str, Any], batch: Any) -> None:
         """After it returned ``batch``: the fetch's end, the pin, the compute's start; the batch is
