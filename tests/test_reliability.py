@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -19,13 +20,17 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent
 
 
-def start(args: list[str]) -> subprocess.Popen[str]:
+def start(args: list[str], tmp: Path) -> subprocess.Popen[str]:
+    """``python ARGS``, its temporary files in a folder of ``tmp`` of their own: a DataLoader worker
+    that hands a tensor over makes a ``pymp-*`` folder there, which a killed worker leaves behind."""
+    (tmp / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen(
         [sys.executable, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp / "tmp")},
         preexec_fn=sigint_as_at_a_terminal,  # the SIGINT cases pass under `&` too
     )
 
@@ -54,7 +59,7 @@ def check_partial(out: Path, at_least: int, why: str | set[str]) -> None:
 @pytest.mark.parametrize("sig, why", [(signal.SIGINT, "KeyboardInterrupt"), (signal.SIGTERM, "SIGTERM")])
 def test_signal_at_a_random_batch_leaves_a_partial_report(tmp_path: Path, sig: signal.Signals, why: str) -> None:
     k = random.Random(int(sig)).randint(3, 25)
-    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "slow"])
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "slow"], tmp_path)
     assert wait_for_batches(proc, k) == k
     proc.send_signal(sig)
     proc.wait(timeout=60)
@@ -63,7 +68,7 @@ def test_signal_at_a_random_batch_leaves_a_partial_report(tmp_path: Path, sig: s
 
 
 def test_a_loader_exception_leaves_the_batches_before_it(tmp_path: Path) -> None:
-    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "raise", "41"])
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "raise", "41"], tmp_path)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "bad item 41" in err
     check_partial(tmp_path, 10, "ValueError")
@@ -71,7 +76,7 @@ def test_a_loader_exception_leaves_the_batches_before_it(tmp_path: Path) -> None
 
 
 def test_a_killed_worker_leaves_a_partial_report(tmp_path: Path) -> None:
-    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "kill-worker", "61"])
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "kill-worker", "61"], tmp_path)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and (
         "DataLoader worker" in err or "ConnectionResetError" in err or "EOFError" in err
@@ -106,7 +111,8 @@ def test_pinprof_run_signal_exits_with_partial_report(tmp_path: Path, sig: signa
             "3",
             "--out",
             str(out),
-        ]
+        ],
+        tmp_path,
     )
     assert proc.stdout is not None
     for line in proc.stdout:  # the second scenario has started: the first one's batches are on disk
@@ -125,7 +131,7 @@ def test_pinprof_run_signal_exits_with_partial_report(tmp_path: Path, sig: signa
 
 def test_pinprof_run_with_a_killed_worker_writes_a_partial_report(tmp_path: Path) -> None:
     out = tmp_path / "rep"
-    proc = start([str(HERE / "run_kill_worker.py"), str(out)])
+    proc = start([str(HERE / "run_kill_worker.py"), str(out)], tmp_path)
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 1 and f"partial report written to {out}" in err, err[-2000:]
     assert "DataLoader worker" in err or "ConnectionResetError" in err or "EOFError" in err, err[-2000:]

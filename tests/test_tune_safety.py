@@ -106,13 +106,13 @@ def test_a_relative_out_stays_where_asked_when_the_script_changes_directory(tmp_
         text=True,
         timeout=120,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)},  # the script's new folder
     )
     assert res.returncode == 0, res.stderr[-3000:]
     meta = json.loads((tmp_path / "rep" / "meta.json").read_text())
     assert meta.get("status") != "running" and not (tmp_path / "rep" / ".pinprof.lock").exists()
     assert len((tmp_path / "rep" / "timeline.csv").read_text().splitlines()) == 41  # 40 batches and the header
-    tune = _tune(Path("t"), "--", "python", str(ODD), "chdir", cwd=tmp_path)
+    tune = _tune(Path("t"), "--", "python", str(ODD), "chdir", cwd=tmp_path, env={"TMPDIR": str(tmp_path)})
     assert tune.returncode == 0, tune.stderr[-3000:]
     assert (tmp_path / "t" / "tune.csv").is_file() and (
         tmp_path / "t" / "trials" / "00-baseline" / "timeline.csv"

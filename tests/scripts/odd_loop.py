@@ -4,7 +4,8 @@ pinprof profile (tests/test_tune_safety.py). Args: WHAT [N].
 - ``block``: after its 3rd batch the loop's thread waits forever on a lock (no CPU: a deadlock);
 - ``raise``: its 3rd batch raises ``ValueError("odd_loop failed on purpose")``;
 - ``print N``: N MB written to stdout and to stderr before the loop, then 40 batches;
-- ``chdir``: changes directory (into a new temporary folder) before the loop, then 40 batches.
+- ``chdir``: changes directory (into a new temporary folder, left for the caller's ``TMPDIR`` to
+  hold) before the loop, then 40 batches.
 """
 
 from __future__ import annotations
