@@ -285,6 +285,45 @@ def test_a_trials_warm_up_holds_the_batches_its_workers_queued(tmp_path: Path) -
     assert counts == {0: (102, 2, 100), 2: (108, 8, 100)}
 
 
+@pytest.mark.parametrize("update", ["optimizer", "by hand", "none"])
+def test_a_trial_stops_after_its_batches_whatever_closes_its_rows(update: str) -> None:
+    """A trial asked for 6 batches records 6 rows, whether an optimizer step closes each row, or the
+    next ``next()`` does, one ``next()`` late (an update written by hand, or an evaluation loop with
+    no backward). Counted by closed rows alone, the last two read 7."""
+    from profiler.capture import auto_hooks
+    from profiler.capture.auto_session import AutoSession, TrialDone
+
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    session = AutoSession("cpu", nvtx=False, skip=0, stop_after=6)
+    fetched = 0
+    auto_hooks.start(session)
+    try:
+        # an epoch of 1000 batches: more than a trial measures whole (trial.window)
+        for (x,) in DataLoader(TensorDataset(torch.rand(2000, 3)), batch_size=2):
+            fetched += 1
+            y = x.to("cpu")
+            if update == "none":
+                with torch.no_grad():
+                    model(y)
+                continue
+            model(y).sum().backward()
+            if update == "optimizer":
+                opt.step()
+                opt.zero_grad()
+            else:
+                with torch.no_grad():
+                    for w in model.parameters():
+                        w.sub_(0.1 * w.grad)  # type: ignore[operator]
+                        w.grad = None
+    except TrialDone:
+        pass
+    finally:
+        auto_hooks.stop()
+    assert auto_hooks.failure is None
+    assert len(session.close()) == 6 and fetched == 6
+
+
 def test_a_trial_measures_whole_epochs_where_they_are_short() -> None:
     assert window(30, None) == 30  # no length (an iterable dataset): the steps asked
     assert window(30, 128) == 128  # one epoch holds the 30 steps
