@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,19 +23,28 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent
 
 
-def start(args: list[str], tmp: Path) -> subprocess.Popen[str]:
-    """``python ARGS``, its temporary files in a folder of ``tmp`` of their own: a DataLoader worker
-    that hands a tensor over makes a ``pymp-*`` folder there, which a killed worker leaves behind."""
-    (tmp / "tmp").mkdir(exist_ok=True)
+def start(args: list[str], tmp: Path | None = None) -> subprocess.Popen[str]:
+    """``python ARGS``; with ``tmp``, its temporary files there (``TMPDIR``)."""
     return subprocess.Popen(
         [sys.executable, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "TMPDIR": str(tmp / "tmp")},
+        env={**os.environ, **({"TMPDIR": str(tmp)} if tmp is not None else {})},
         preexec_fn=sigint_as_at_a_terminal,  # the SIGINT cases pass under `&` too
     )
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary folder of the test's own, removed after it, for a loop whose DataLoader worker is
+    killed: a worker that hands a tensor over binds a Unix socket in a ``pymp-*`` folder there, which
+    a killed worker leaves behind. Not under ``tmp_path``: a socket's path holds 107 bytes at most,
+    and there it reached 108 once pytest numbered its folder 101, and the worker hung."""
+    path = Path(tempfile.mkdtemp(prefix="pinprof-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_for_batches(proc: subprocess.Popen[str], count: int, timeout: float = 60.0) -> int:
@@ -59,7 +71,7 @@ def check_partial(out: Path, at_least: int, why: str | set[str]) -> None:
 @pytest.mark.parametrize("sig, why", [(signal.SIGINT, "KeyboardInterrupt"), (signal.SIGTERM, "SIGTERM")])
 def test_signal_at_a_random_batch_leaves_a_partial_report(tmp_path: Path, sig: signal.Signals, why: str) -> None:
     k = random.Random(int(sig)).randint(3, 25)
-    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "slow"], tmp_path)
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "slow"])
     assert wait_for_batches(proc, k) == k
     proc.send_signal(sig)
     proc.wait(timeout=60)
@@ -68,15 +80,15 @@ def test_signal_at_a_random_batch_leaves_a_partial_report(tmp_path: Path, sig: s
 
 
 def test_a_loader_exception_leaves_the_batches_before_it(tmp_path: Path) -> None:
-    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "raise", "41"], tmp_path)
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "raise", "41"])
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "bad item 41" in err
     check_partial(tmp_path, 10, "ValueError")
     assert len(read_timeline(tmp_path)) == 10  # items 0..39 make batches 0..9; batch 10 holds item 41
 
 
-def test_a_killed_worker_leaves_a_partial_report(tmp_path: Path) -> None:
-    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "kill-worker", "61"], tmp_path)
+def test_a_killed_worker_leaves_a_partial_report(tmp_path: Path, short_tmp: Path) -> None:
+    proc = start([str(HERE / "reliability_loop.py"), str(tmp_path), "kill-worker", "61"], short_tmp)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and (
         "DataLoader worker" in err or "ConnectionResetError" in err or "EOFError" in err
@@ -111,8 +123,7 @@ def test_pinprof_run_signal_exits_with_partial_report(tmp_path: Path, sig: signa
             "3",
             "--out",
             str(out),
-        ],
-        tmp_path,
+        ]
     )
     assert proc.stdout is not None
     for line in proc.stdout:  # the second scenario has started: the first one's batches are on disk
@@ -129,9 +140,9 @@ def test_pinprof_run_signal_exits_with_partial_report(tmp_path: Path, sig: signa
     assert "PARTIAL" in (out / "summary.md").read_text()
 
 
-def test_pinprof_run_with_a_killed_worker_writes_a_partial_report(tmp_path: Path) -> None:
+def test_pinprof_run_with_a_killed_worker_writes_a_partial_report(tmp_path: Path, short_tmp: Path) -> None:
     out = tmp_path / "rep"
-    proc = start([str(HERE / "run_kill_worker.py"), str(out)], tmp_path)
+    proc = start([str(HERE / "run_kill_worker.py"), str(out)], short_tmp)
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 1 and f"partial report written to {out}" in err, err[-2000:]
     assert "DataLoader worker" in err or "ConnectionResetError" in err or "EOFError" in err, err[-2000:]
