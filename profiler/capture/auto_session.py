@@ -103,8 +103,8 @@ class AutoSession(StepHooks, CopyHooks):
         # to hold, and none is made for a loader whose first next() ends a tune trial).
         fetching = self.profs.get(id(getattr(it, "_dataset", it))) if self._windowed else None
         self._at_next(fetching=fetching)
-        if self.stop_after is not None and self._measured() >= self.stop_after + self.trial_extra:
-            raise TrialDone(f"{self._measured()} batches recorded")
+        if self.stop_after is not None and (got := self._measured()) >= self.stop_after + self.trial_extra:
+            raise TrialDone(f"{got} batches recorded")
         self._fetched_since_step = True
         prof = self.profiler_for(it)
         epoch = prof._epoch
@@ -128,8 +128,8 @@ class AutoSession(StepHooks, CopyHooks):
         """A tune trial's batches so far: the rows closed, and the batches whose end a ``next()`` set
         (``_tent``) and that close at the next one whatever comes (trained, or of a loader that trains
         none). A loop with no optimizer step closes a row one ``next()`` late: counted by its closed
-        rows alone, its trial measured a batch more than its window (103 rows for 102 in
-        ``tests/test_tune.py``'s trial of an update written by hand)."""
+        rows alone, its trial recorded a batch more than its window (``tests/test_tune.py``: an update
+        written by hand, and an evaluation loop)."""
         late = 0
         for p, r in self.flight:
             late += "_tent" in r and "_held" not in r and (_trained(r) or id(p) not in self._training)
