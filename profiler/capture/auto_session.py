@@ -125,11 +125,14 @@ class AutoSession(StepHooks, CopyHooks):
         return prof, fetch_begin(prof, n)
 
     def _measured(self) -> int:
-        """A tune trial's batches so far: the rows closed, and the batches whose end a ``next()`` set
-        (``_tent``) and that close at the next one whatever comes (trained, or of a loader that trains
-        none). A loop with no optimizer step closes a row one ``next()`` late: counted by its closed
-        rows alone, its trial recorded a batch more than its window (``tests/test_tune.py``: an update
-        written by hand, and an evaluation loop)."""
+        """A tune trial's batches so far: the rows closed and, in a run with no optimizer step, the
+        batches whose end a ``next()`` set (``_tent``), trained or of a loader that trains none. Such
+        a loop closes a row one ``next()`` late: counted by its closed rows alone, its trial recorded a
+        batch more than its window (``tests/test_tune.py``: an update written by hand, an evaluation
+        loop). Where optimizer steps come, a step may still claim a batch with such an end (gradient
+        accumulation), so only closed rows count: the trial's last row keeps its step."""
+        if self.steps:
+            return self.batches
         late = 0
         for p, r in self.flight:
             late += "_tent" in r and "_held" not in r and (_trained(r) or id(p) not in self._training)
