@@ -40,8 +40,9 @@ def start(args: list[str], tmp: Path | None = None) -> subprocess.Popen[str]:
 def short_tmp() -> Iterator[Path]:
     """A temporary folder of the test's own, removed after it, for a loop whose DataLoader worker is
     killed: a worker that hands a tensor over binds a Unix socket in a ``pymp-*`` folder there, which
-    a killed worker leaves behind. Not under ``tmp_path``: a socket's path holds 107 bytes at most,
-    and there it reached 108 once pytest numbered its folder 101, and the worker hung."""
+    a killed worker leaves behind. Not under ``tmp_path``: a socket's path holds 107 bytes at most;
+    in a folder of ``tmp_path`` it reached 108 once pytest numbered its folder 101, and the worker
+    hung (pytest's path alone, with a user name longer than root's, comes as close)."""
     path = Path(tempfile.mkdtemp(prefix="pinprof-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
