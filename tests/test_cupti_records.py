@@ -20,7 +20,7 @@ from profiler.capture.clocks.cupti.batches import Call, Pending, Stats
 from profiler.capture.clocks.cupti.clock import CuptiClock
 from profiler.capture.clocks.cupti.records import Records
 from profiler.capture.store import TEMPLATE, Store
-from profiler.timeline.schema import COPIES_CLOCK
+from profiler.timeline.schema import ALL_ON_HOST, COPIES_ON_HOST
 
 DATA = Path(__file__).parent / "data" / "h200_cupti"
 KERNEL, MEMCPY = layout.KIND_CONCURRENT_KERNEL, layout.KIND_MEMCPY
@@ -55,7 +55,7 @@ def replay(kernels: bool = True) -> tuple[dict[str, pd.DataFrame], Stats]:
                 "h2d_ms": cols["h2d_ge"] - cols["h2d_gs"],
                 "compute_ms": cols["comp_gsum"],
                 "src_memory": cols["src_memory"],
-                "gpu_clock": cols["gpu_clock"],
+                "on_host": cols["on_host"],
                 "hidden_stage_ms": cols["stage_gsum"],
             }
         )
@@ -89,7 +89,7 @@ def test_the_recording_replays_to_the_rows_the_h200_wrote() -> None:
         exp = expected[expected.scenario == scenario].reset_index(drop=True)
         mine = got[loop]
         assert len(mine) == len(exp) == 24
-        assert (mine.gpu_clock == 1.0).all()
+        assert (mine.on_host == ALL_ON_HOST).all()
         np.testing.assert_allclose(mine.h2d_gpu_ms, exp.h2d_gpu_ms, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(mine.h2d_ms, exp.h2d_ms, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(mine.compute_ms, exp.compute_ms, rtol=1e-9, atol=1e-9)
@@ -100,7 +100,7 @@ def test_without_kernel_records_the_copies_replay_the_same_and_the_step_is_left_
     """The same recording with its kernel records taken out, as ``pinprof profile`` records by
     default: each copy call still finds its memcpy record by size, order and time alone (no kernel
     launch brackets it), so every row's copy columns are the ones the H200 wrote; the compute fields
-    stay empty for the events to fill, and the row's clock says so (``COPIES_CLOCK``)."""
+    stay empty for the events to fill, and the row says its copies' fields alone are host ms (``COPIES_ON_HOST``)."""
     got, stats = replay(kernels=False)
     expected = pd.read_csv(DATA / "expected.csv")
     assert stats.unmatched_calls == 0 and stats.kernels == 0
@@ -108,7 +108,7 @@ def test_without_kernel_records_the_copies_replay_the_same_and_the_step_is_left_
         exp = expected[expected.scenario == scenario].reset_index(drop=True)
         mine = got[loop]
         assert len(mine) == len(exp) == 24
-        assert (mine.gpu_clock == COPIES_CLOCK).all()
+        assert (mine.on_host == COPIES_ON_HOST).all()
         np.testing.assert_allclose(mine.h2d_gpu_ms, exp.h2d_gpu_ms, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(mine.h2d_ms, exp.h2d_ms, rtol=1e-9, atol=1e-9)
         assert mine.compute_ms.isna().all()
@@ -367,7 +367,7 @@ def test_a_batch_with_no_copy_and_an_events_step_is_written_without_waiting_for_
     records.process(force=False)
     assert store.first_waiting() == 2  # rows 0 and 1 written, row 2 still waits for its copy's record
     cols = store.columns()
-    assert list(cols["gpu_clock"][:2]) == [COPIES_CLOCK, COPIES_CLOCK] and np.isnan(cols["comp_gs"][:2]).all()
+    assert list(cols["on_host"][:2]) == [COPIES_ON_HOST, COPIES_ON_HOST] and np.isnan(cols["comp_gs"][:2]).all()
     # a batch whose step CUPTI's kernels time waits for the records after its end, copy or none
     records.incoming.append(Pending(store, 3, [], [(3_100, 3_900)], 4_000))
     records.process(force=False)

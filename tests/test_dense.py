@@ -132,6 +132,15 @@ def test_the_events_split_takes_the_layout_copy_off_and_leaves_cuptis_rows_alone
     assert (got.dma_ms[3], got.hidden_stage_ms[3]) == (0.9, 1.5)  # measured by CUPTI: kept
 
 
+def test_a_calibration_splits_the_rows_with_a_copys_gpu_time_and_no_dma_apart() -> None:
+    # by the columns, not by the clock's name: the events' three rows, not CUPTI's, nor a row whose
+    # copy the GPU clock never timed or one with no copy
+    rows = pd.concat([_events_rows(), _events_rows().iloc[:2]], ignore_index=True)
+    rows.loc[4, "h2d_gpu_ms"] = np.nan
+    rows.loc[5, "bytes"] = 0
+    assert split.unsplit(rows).index.tolist() == [0, 1, 2]
+
+
 def _view_case(pinned: bool, pin_memory: bool) -> list:
     """A recorded pinned_nb loop (its GPU idle for its copies) made into one whose batch image is a non-dense view: each batch pays
     a layout copy and the driver's staging of it, and meta.json names the leaf."""

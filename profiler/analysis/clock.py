@@ -1,4 +1,5 @@
-"""Which clock timed a report's GPU columns, in one sentence for the report's reader.
+"""Which clock timed a report's GPU columns: in one sentence for the report's reader, and which rows'
+``compute_ms`` is the step's kernels' busy time. The one module of the analysis that reads the clock.
 
 Reads the timeline's ``gpu_clock`` column (str per batch: ``cupti``, ``cupti/events``, ``events``, ``none`` on a CPU,
 ``unknown`` in a report written before the column) and ``meta.json``'s ``gpu_clock`` (``backend``,
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+from profiler.timeline.schema import BUSY_TIME
 
 HISTORY_S = 30  # profiler.capture.clocks.cupti.records.HISTORY_NS: how long a written batch takes late records
 CLOCKS = {
@@ -19,6 +23,15 @@ CLOCKS = {
 }
 # Where the step's kernels were not recorded: what would record them.
 NO_KERNELS = " CUPTI's kernel records were off (pinprof profile --kernels turns them on)."
+
+
+def busy_time(tl: pd.DataFrame) -> np.ndarray:
+    """Per row, whether its ``compute_ms`` is the step's kernels' busy time (CUPTI's kernel records), not
+    a span between events that holds the GPU's waits for the host's launches; False where the timeline
+    does not say (an nsys import, an older file)."""
+    if "gpu_clock" not in tl:
+        return np.zeros(len(tl), dtype=bool)
+    return tl.gpu_clock.astype(str).to_numpy() == BUSY_TIME
 
 
 def clock_line(tl: pd.DataFrame, info: dict[str, Any]) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler.analysis.clock import busy_time
 from profiler.analysis.findings import Diagnosis, Finding, Headline, InputBound, Verdict
 from profiler.analysis.headline import headline
 from profiler.analysis.rates import pinned_rate_GBps
@@ -107,21 +108,22 @@ def _gc(g: pd.DataFrame) -> dict[str, float]:
     return {"gc_batches": float((ms > 0).sum()), "gc_longest": float(ms.max())}
 
 
-def _cupti(g: pd.DataFrame) -> dict[str, float]:
-    """``cupti_share``: the share of the batches whose GPU columns CUPTI's records gave (0 where no
-    column says: an nsys import, an older file). Over those batches, two means (ms) of the time the
+def _busy(g: pd.DataFrame) -> dict[str, float]:
+    """``busy_share``: the share of the batches whose ``compute_ms`` is the kernels' busy time (CUPTI's
+    kernel records; 0 where no column says: an nsys import, an older file, ``clock.busy_time``). Over
+    those batches, two means (ms) of the time the
     GPU had none of the step's work: ``launch_gap``, inside the span of a step's kernels
     (``compute_start_ms`` to ``compute_end_ms``) that none of them ran (with CUPTI ``compute_ms`` is the
     kernels' busy time, with the events a span itself); ``after_step``, from a step's last kernel to the
     batch's end (the next ``next()``) or to the next batch's first copy or kernel if that came sooner
     (``after_step_ms``), less any garbage collection in the batch (``gc_ms``, its own finding)."""
     nan = float("nan")
-    if "gpu_clock" not in g or not len(g):
-        return {"cupti_share": 0.0, "launch_gap": nan, "after_step": nan}
-    cupti = g.gpu_clock.astype(str).to_numpy() == "cupti"
+    busy = busy_time(g)
+    if not busy.any():
+        return {"busy_share": 0.0, "launch_gap": nan, "after_step": nan}
     gap = after = nan
-    if cupti.any() and {"compute_start_ms", "compute_end_ms", "compute_ms"} <= set(g.columns):
-        c = g[cupti]
+    if {"compute_start_ms", "compute_end_ms", "compute_ms"} <= set(g.columns):
+        c = g[busy]
         span = c.compute_end_ms.astype(float) - c.compute_start_ms.astype(float)
         gaps = (span - c.compute_ms.astype(float)).clip(lower=0.0)
         gap = float(gaps.mean()) if gaps.notna().any() else nan
@@ -130,7 +132,7 @@ def _cupti(g: pd.DataFrame) -> dict[str, float]:
             if "gc_ms" in c:
                 tail = np.clip(tail - np.nan_to_num(c.gc_ms.to_numpy(float)), 0.0, None)
             after = float(np.nanmean(tail)) if np.isfinite(tail).any() else nan
-    return {"cupti_share": float(cupti.mean()), "launch_gap": gap, "after_step": after}
+    return {"busy_share": float(busy.mean()), "launch_gap": gap, "after_step": after}
 
 
 def after_step_ms(rows: pd.DataFrame) -> np.ndarray:
@@ -175,7 +177,7 @@ def diagnose(
         m = {c: _stat(g, f"{c}_ms", "mean") for c in TIMES}
         m.update({c: _stat(g, c) for c in COUNTS})
         m.update(_gc(g))
-        m.update(_cupti(g))
+        m.update(_busy(g))
         medians = {c: _stat(g, f"{c}_ms") for c in TIMES}
         m["bytes"] = float(g.bytes.median())
         m["pinned_GBps"] = pinned_rate_GBps(tl, m["bytes"], calibration)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler.timeline.schema import COPIES_CLOCK, CUPTI_CLOCK, RAW_GPU, RAW_HOST, RAW_PIN
+from profiler.timeline.schema import ALL_ON_HOST, COPIES_ON_HOST, RAW_GPU, RAW_HOST, RAW_PIN
 
 NAN = float("nan")
 
@@ -48,7 +48,7 @@ def note_memory(rec: dict[str, Any], kind: str, out: Any) -> Any:
 
 _H, _G = len(NUMERIC), len(RAW_GPU)
 _GPU_NAN = (NAN,) * _G
-_GS, _GE, _CS, _CE, _GSUM, _CSUM, _CLOCK, _CK, _SSUM = (RAW_GPU.index(k) for k in RAW_GPU)
+_GS, _GE, _CS, _CE, _GSUM, _CSUM, _ON_HOST, _CK, _SSUM = (RAW_GPU.index(k) for k in RAW_GPU)
 
 
 # Rows kept as their records until written into the arrays: past this many, ``append`` writes them
@@ -142,7 +142,7 @@ class Store:
         time, and the driver's staging of the pageable ones where it was read), the DMA's source memory
         as CUPTI names it, the step's kernels' (first start, last end, busy time, how many); NaN stays
         for what no record showed. ``comp`` None: CUDA events time the step (``set_gpu``), and the row's
-        clock says its copies alone are CUPTI's. Called in row order."""
+        ``on_host`` says its copies' fields alone are host ms. Called in row order."""
         if row >= len(self._kinds):
             self._fold()
         base = row * _G
@@ -154,10 +154,10 @@ class Store:
             if len(h2d) > 3:
                 gpu[base + _SSUM] = h2d[3]
         if comp is None:
-            gpu[base + _CLOCK] = COPIES_CLOCK
+            gpu[base + _ON_HOST] = COPIES_ON_HOST
         else:
             gpu[base + _CS], gpu[base + _CE], gpu[base + _CSUM], gpu[base + _CK] = comp
-            gpu[base + _CLOCK] = CUPTI_CLOCK
+            gpu[base + _ON_HOST] = ALL_ON_HOST
         if src is not None and row < len(self._kinds):
             self._kinds[row] = src
         waiting = self._waiting

@@ -2,8 +2,8 @@
 
 The columns and their units are listed in ``profiler.timeline.schema``. Host fields are ms on the
 ``now_ms`` clock; GPU fields are ms since the first anchor event, put on the host clock by a
-``ClockMap``, or, in the fields CUPTI's records gave (``gpu_clock``), host ms already; with neither (a CPU
-device) compute is host-timed.
+``ClockMap``, or host ms already where the row's ``on_host`` says so (the clock that gave them, as
+CUPTI's records, read them so); with neither (a CPU device) compute is host-timed.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from profiler.timeline.clockmap import ClockMap
 from profiler.timeline.idle import gpu_idle
 from profiler.timeline.pauses import within
 from profiler.timeline.schema import (
+    ALL_ON_HOST,
+    CLOCK_NAMES,
     CONFIG,
-    COPIES_CLOCK,
-    CUPTI_CLOCK,
+    COPIES_ON_HOST,
     RAW_HOST,
     RAW_PIN,
     SCHEMA,
@@ -71,25 +72,25 @@ def build_timeline(
     out["pin_cpu_ms"], out["pin_alloc_ms"] = pin["pin_cpu"], pin["pin_alloc"]
     _interval(out, "stage", f["stage_s"], f["stage_e"], summed["stage_sum"])
     _interval(out, "layout", f["layout_s"], f["layout_e"], summed["layout_sum"])
-    code = np.asarray(raw["gpu_clock"], dtype=float)
-    cupti = code == CUPTI_CLOCK  # copies and step from CUPTI's records
-    copies_cupti = cupti | (code == COPIES_CLOCK)  # the copies from CUPTI's records, the step maybe not
-    on_gpu = clock is not None or bool(copies_cupti.any())
+    on_host = np.asarray(raw["on_host"], dtype=float)
+    step_host = on_host == ALL_ON_HOST  # the step's fields host ms, comp_gsum its kernels' busy time
+    copies_host = step_host | (on_host == COPIES_ON_HOST)  # the copies' fields host ms
+    on_gpu = clock is not None or bool(copies_host.any())
     if on_gpu:
         scale = clock.scale if clock is not None else 1.0
 
-        def gpu_ms(key: str, by_cupti: np.ndarray) -> np.ndarray:
-            # CUPTI's fields are host ms already; the events' are put on the host clock by the anchors.
+        def gpu_ms(key: str, host: np.ndarray) -> np.ndarray:
+            # host ms already where ``host``; the others are put on the host clock by the anchors
             v = np.asarray(raw[key], dtype=float)
             mapped = clock.host_ms(v) if clock is not None else np.full(n, np.nan)
-            return np.where(by_cupti, v, mapped) - t0_ms
+            return np.where(host, v, mapped) - t0_ms
 
-        h2d_s, h2d_e = gpu_ms("h2d_gs", copies_cupti), gpu_ms("h2d_ge", copies_cupti)
-        comp_s, comp_e = gpu_ms("comp_gs", cupti), gpu_ms("comp_ge", cupti)
+        h2d_s, h2d_e = gpu_ms("h2d_gs", copies_host), gpu_ms("h2d_ge", copies_host)
+        comp_s, comp_e = gpu_ms("comp_gs", step_host), gpu_ms("comp_ge", step_host)
         gsum = np.asarray(raw["h2d_gsum"], dtype=float)
-        h2d_gpu = np.where(copies_cupti, gsum, gsum * scale)  # a duration: scaled, not shifted
+        h2d_gpu = np.where(copies_host, gsum, gsum * scale)  # a duration: scaled, not shifted
         busy = np.asarray(raw["comp_gsum"], dtype=float)
-        comp_ms = np.where(cupti & ~np.isnan(busy), busy, comp_e - comp_s)
+        comp_ms = np.where(step_host & ~np.isnan(busy), busy, comp_e - comp_s)
     else:
         h2d_s = h2d_e = h2d_gpu = np.full(n, np.nan)
         comp_s, comp_e = f["comp_s"], f["comp_e"]
@@ -99,13 +100,13 @@ def build_timeline(
     out["h2d_gpu_ms"] = h2d_gpu
     out["h2d_call_ms"] = np.where(np.isnan(f["call_s"]), np.nan, summed["call_sum"])
     if on_gpu:
-        # CUPTI's rows: the DMA is its memcpy records' own time, the staging the recorder read around
-        # them (``cupti.batches.staging_ns``); the events' rows stay empty until a calibration splits them
-        # (``profiler.timeline.split``).
-        out["dma_ms"] = np.where(copies_cupti, gsum, np.nan)
+        # Copies read on the host clock are records of the DMA itself (CUPTI's memcpy records): the DMA is
+        # their own time, the staging what the recorder read around them (``cupti.batches.staging_ns``);
+        # copies timed by events stay empty until a calibration splits them (``profiler.timeline.split``).
+        out["dma_ms"] = np.where(copies_host, gsum, np.nan)
         stage = raw.get("stage_gsum")
         out["hidden_stage_ms"] = (
-            np.where(copies_cupti, np.asarray(stage, dtype=float), np.nan) if stage is not None else np.full(n, np.nan)
+            np.where(copies_host, np.asarray(stage, dtype=float), np.nan) if stage is not None else np.full(n, np.nan)
         )
     else:
         out["dma_ms"] = out["hidden_stage_ms"] = np.full(n, np.nan)
@@ -146,9 +147,7 @@ def build_timeline(
         "bytes": raw["bytes"],
         "copies": raw["copies"],
         "src_memory": raw["src_memory"],
-        "gpu_clock": np.where(
-            cupti, "cupti", np.where(copies_cupti, "cupti/events", "events" if clock is not None else "none")
-        ),
+        "gpu_clock": _clock_names(on_host, "events" if clock is not None else "none"),
         **out,
         **{k: static.get(k) for k in CONFIG},
         "pin_faults": pin["pin_faults"],  # float with NaN: _typed makes them Int64
@@ -194,3 +193,12 @@ def _interval(
 ) -> None:
     out[f"{phase}_start_ms"], out[f"{phase}_end_ms"] = start, end
     out[f"{phase}_ms"] = end - start if duration is None else np.where(np.isnan(start), np.nan, duration)
+
+
+def _clock_names(on_host: np.ndarray, otherwise: str) -> np.ndarray:
+    """Each row's ``gpu_clock`` from its raw ``on_host`` (``CLOCK_NAMES``), ``otherwise`` where none of
+    its fields are host ms."""
+    names = np.full(len(on_host), otherwise, dtype=object)
+    for code, name in CLOCK_NAMES.items():
+        names[on_host == code] = name
+    return names

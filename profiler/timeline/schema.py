@@ -170,8 +170,8 @@ SCHEMA: dict[str, str] = {**IDENTITY, **{c: "float64" for c in DURATIONS + INTER
 COLUMNS: tuple[str, ...] = tuple(SCHEMA)
 
 # Raw per-batch fields the recorder fills: host times in ms on the now_ms clock (``*_sum``: summed
-# durations of a phase entered several times). GPU times: with CUDA events (``gpu_clock`` NaN), ms
-# elapsed since the first anchor event; from CUPTI's records (``gpu_clock`` 1), host ms already.
+# durations of a phase entered several times). GPU times: ms elapsed since the first anchor event (CUDA
+# events), or host ms already where ``on_host`` says so (the clock that gave them read them so).
 # ``h2d_gsum`` the copies' GPU durations summed, ``comp_gsum`` the step's kernels' busy time and
 # ``comp_kernels`` their number, ``stage_gsum`` the driver's staging of the batch's pageable copies
 # (``profiler.capture.clocks.cupti.batches.staging_ns``) (CUPTI only; NaN when absent).
@@ -207,7 +207,7 @@ RAW_GPU = (
     "comp_ge",
     "h2d_gsum",
     "comp_gsum",
-    "gpu_clock",
+    "on_host",
     "comp_kernels",
     "stage_gsum",
 )
@@ -219,8 +219,17 @@ RAW_PIN = ("pin_cpu", "pin_faults", "pin_allocs", "pin_alloc")
 # n; timm's PrefetchLoader fetches and copies n+1, then yields n (``profiler.capture.in_flight``).
 PLAIN, FETCH_AHEAD, DEVICE_PREFETCH = "plain", "fetch-ahead", "device-prefetch"
 FETCHES_AHEAD = {"accelerate": FETCH_AHEAD, "timm": DEVICE_PREFETCH}
-CUPTI_CLOCK = 1.0  # raw ``gpu_clock`` of a row whose GPU fields came from CUPTI's records
-COPIES_CLOCK = 2.0  # raw ``gpu_clock`` of a row whose copies CUPTI's records timed, and its step CUDA events
+# Raw ``on_host``: which of a row's raw GPU fields are host ms already (NaN: none, each is ms since the
+# first anchor). The timeline converts by it and names the row's clock from it (``CLOCK_NAMES``), so no
+# module outside ``profiler.capture.clocks`` asks which clock ran.
+ALL_ON_HOST = 1.0  # copies and step, and ``comp_gsum`` the step's kernels' busy time (CUPTI's records)
+COPIES_ON_HOST = 2.0  # the copies' fields; the step's are an event span (CUPTI's memcpy records, CUDA events)
+# The timeline's ``gpu_clock`` of a row by its raw ``on_host``; a row with none host ms reads ``events``
+# on a GPU (a ``ClockMap`` puts them on the host clock) and ``none`` off one.
+CLOCK_NAMES = {ALL_ON_HOST: "cupti", COPIES_ON_HOST: "cupti/events"}
+# The ``gpu_clock`` of rows whose ``compute_ms`` is the step's kernels' busy time (their step fields were
+# host ms with it), not a span between events that holds the GPU's waits for the host's launches.
+BUSY_TIME = CLOCK_NAMES[ALL_ON_HOST]
 
 
 def empty_timeline() -> pd.DataFrame:

@@ -52,19 +52,19 @@ def apply(tl: pd.DataFrame, calibration: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def timed_by_events(tl: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``tl`` with copies whose GPU side CUDA events timed (column ``gpu_clock``): the ones
-    a calibration splits; CUPTI's rows are split as measured."""
-    if "gpu_clock" not in tl:
-        return tl.iloc[:0]
-    return tl[(tl.gpu_clock == "events") & (tl.bytes > 0)]
+def unsplit(tl: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``tl`` with copies whose GPU time was measured but not their DMA apart (``dma_ms``
+    empty: CUDA events time a copy call as one span): the ones a calibration splits. Rows whose clock
+    recorded the DMA itself (CUPTI's memcpy records) are split as measured."""
+    return tl[(tl.bytes > 0) & tl.h2d_gpu_ms.notna() & tl.dma_ms.isna()]
 
 
 def pinned_as_measured(tl: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``tl`` whose pinned batches timed by the events read their copies' GPU time as the DMA
-    (an asynchronous copy from pinned memory is the DMA alone, between its events) and no staging."""
+    """A copy of ``tl`` whose pinned batches with no DMA apart (``unsplit``: timed by the events) read their
+    copies' GPU time as the DMA (an asynchronous copy from pinned memory is the DMA alone, between its
+    events) and no staging."""
     out = tl.copy()
-    rows = (out.src_memory == "pinned") & out.h2d_gpu_ms.notna() & out.dma_ms.isna() & (out.gpu_clock == "events")
+    rows = (out.src_memory == "pinned") & out.h2d_gpu_ms.notna() & out.dma_ms.isna()
     out.loc[rows, "dma_ms"] = out.loc[rows, "h2d_gpu_ms"]
     out.loc[rows, "hidden_stage_ms"] = 0.0
     return out

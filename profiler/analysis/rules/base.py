@@ -50,8 +50,8 @@ def _int(cfg: pd.Series, key: str) -> int | None:
 @dataclass
 class Case:
     """One scenario's means (``m``: ms, ``bytes``, ``pinned_GBps``, ``pin_faults``, ``pin_allocs``,
-    ``gc_batches``: batches a full garbage collection fell in, ``gc_longest``: ms, ``cupti_share``: the
-    share of its batches CUPTI timed, ``launch_gap`` and ``after_step``: ms,
+    ``gc_batches``: batches a full garbage collection fell in, ``gc_longest``: ms, ``busy_share``: the
+    share of its batches whose ``compute_ms`` is the kernels' busy time, ``launch_gap`` and ``after_step``: ms,
     ``profiler.analysis.diagnose``) and settings, as the rules read them; ``found``: the findings of
     the rules that ran before."""
 
@@ -92,7 +92,7 @@ class Case:
         self.asynchronous = self.gpu and not self.pageable and (self.non_blocking or self.mode in ASYNC_MODES)
         self.exposed = self._exposed()
         self.launch_gap = self._launch_gap()
-        self.after_step = self._cupti_mean("after_step")
+        self.after_step = self._busy_mean("after_step")
 
     def _exposed(self) -> float:
         """Exposed transfer per batch (ms): the main thread's own work on the batch before its copy
@@ -123,16 +123,16 @@ class Case:
         ran (``m["launch_gap"]``): the GPU waiting for the host to launch the next one. Only where
         CUPTI timed the batches (``compute_ms`` is then the kernels' busy time, where an event span
         holds these gaps too); NaN with the events."""
-        return self._cupti_mean("launch_gap")
+        return self._busy_mean("launch_gap")
 
     @property
     def event_span(self) -> bool:
         """Whether ``comp`` is a span between CUDA events on a GPU (the step's kernel records off, or
         the events clock): it then holds the GPU's waits for the host's launches, which only the
         kernel records tell apart (``pinprof profile --kernels``)."""
-        return self.gpu and self.m.get("cupti_share", 0.0) < CUPTI_SHARE
+        return self.gpu and self.m.get("busy_share", 0.0) < BUSY_SHARE
 
-    def _cupti_mean(self, key: str) -> float:
+    def _busy_mean(self, key: str) -> float:
         """``m[key]`` where CUPTI timed (nearly) every batch, NaN elsewhere: the GPU's idle times need
         its busy times, which the events do not give."""
         m = self.m
@@ -155,9 +155,9 @@ class Case:
 
 
 ASYNC_MODES = ("pinned_nb", "staged", "prefetch")
-# Most of a scenario's batches timed by CUPTI: a run that torch.profiler took over for a few batches
-# still reads its kernels' busy time.
-CUPTI_SHARE = 0.9
+# Most of a scenario's batches with the kernels' busy time (CUPTI's kernel records): a run that
+# torch.profiler took over for a few batches still reads it.
+BUSY_SHARE = 0.9
 
 
 @dataclass(frozen=True)
