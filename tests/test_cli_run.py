@@ -125,3 +125,28 @@ def test_a_cpu_run_says_compute_is_host_timed(tmp_path: Path) -> None:
     tl = tl.assign(device="cpu", h2d_ms=float("nan"), compute_ms=tl.batch_ms * 0.8)
     text = diagnosis_text(diagnose(tl))
     assert "compute (host clock, no GPU) takes" in text and "GPU compute" not in text
+
+
+@pytest.mark.parametrize(("size", "side"), [(3, 32), (2, 17)])
+def test_the_synthetic_items_are_what_torchvisions_to_tensor_makes_of_them(size: int, side: int) -> None:
+    """``pinprof run``'s default data decodes each item as torchvision's CIFAR10 does, without importing
+    torchvision (``profiler.drivers.datasets.to_tensor``): the same values, dtype, shape and layout."""
+    from PIL import Image
+    from torchvision import transforms
+
+    from profiler.drivers.datasets import SyntheticImages
+
+    ds = SyntheticImages(size=size, image_size=side)
+    assert ds.data is not None
+    for i in range(size):
+        item, label = ds[i]
+        want = transforms.ToTensor()(Image.fromarray(ds.data[i]))
+        assert item.dtype == want.dtype and item.shape == want.shape == (3, side, side)
+        assert item.stride() == want.stride() and bool((item == want).all()) and label == ds.targets[i]
+
+
+def test_pinprof_run_does_not_import_torchvision_for_its_default_data() -> None:
+    """torchvision's import brings its ops and ``torch._dynamo``: seconds of every ``pinprof run``'s start."""
+    code = "import sys; import profiler.drivers.runner; print('torchvision' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]

@@ -9,7 +9,6 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import Dataset
-from torchvision import transforms
 
 from profiler.errors import DatasetError
 
@@ -24,9 +23,10 @@ _PREGENERATE_LIMIT = 1 << 30
 class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
     """CIFAR-10-shaped random uint8 images with labels, decoded the way torchvision's CIFAR10 is.
 
-    Each item goes through ``PIL.Image.fromarray`` and ``ToTensor`` exactly as ``CIFAR10.__getitem__``
-    does, so the per-item CPU cost is realistic; the pixels are deterministic for a given seed.
-    Items are float32 tensors of shape (3, image_size, image_size) in [0, 1], and an int label.
+    Each item goes through ``PIL.Image.fromarray`` and ``ToTensor``'s steps (``to_tensor``) as
+    ``CIFAR10.__getitem__`` does, so the per-item CPU cost is realistic; the pixels are deterministic for
+    a given seed. Items are float32 tensors of shape (3, image_size, image_size) in [0, 1], and an int
+    label.
     """
 
     def __init__(self, size: int = 50_000, image_size: int = 32, classes: int = 10, seed: int = 0) -> None:
@@ -38,7 +38,6 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
         shape = (size, image_size, image_size, 3)
         nbytes = int(np.prod(shape))
         self.data = rng.integers(0, 256, size=shape, dtype=np.uint8) if nbytes <= _PREGENERATE_LIMIT else None
-        self.to_tensor = transforms.ToTensor()
 
     def __len__(self) -> int:
         return self.size
@@ -49,7 +48,16 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
         else:
             side = self.image_size
             img = np.random.default_rng((self.seed, index)).integers(0, 256, (side, side, 3), dtype=np.uint8)
-        return self.to_tensor(Image.fromarray(img)), self.targets[index]
+        return to_tensor(Image.fromarray(img)), self.targets[index]
+
+
+def to_tensor(pic: Image.Image) -> torch.Tensor:
+    """An RGB ``pic`` as torchvision's ``ToTensor`` makes it, step for step (a copy out of the image, HWC
+    to CHW made contiguous, float in [0, 1]): ``import torchvision`` imports its ops and, through them,
+    ``torch._dynamo``, 2.6 s a start of ``pinprof run`` on the CPU machine, for this alone."""
+    img = torch.from_numpy(np.array(pic, np.uint8, copy=True))
+    img = img.view(pic.size[1], pic.size[0], len(pic.getbands())).permute((2, 0, 1)).contiguous()
+    return img.to(dtype=torch.get_default_dtype()).div(255)
 
 
 def build(
@@ -70,7 +78,7 @@ def build(
     root = Path(data_root)
     if not root.is_dir() and not (name == "cifar10" and download):
         raise DatasetError(f"--data-root {data_root!r} is not a folder")
-    from torchvision import datasets
+    from torchvision import datasets, transforms
 
     if name == "cifar10":
         try:
