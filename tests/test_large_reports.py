@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-# One test process takes every test of this module (pytest-xdist, scripts/test.sh): the million-row
-# fixture is made once for them.
+# One test process takes every test of this module (pytest-xdist, scripts/test.sh), and the million-row
+# fixture lives as long as that process: made once for them, whichever tests of other modules the process
+# runs between them (a module's fixture is made again after those, 12 s of CPU each time).
 pytestmark = pytest.mark.xdist_group("large_reports")
 ROWS = 1_000_000
 LIMIT_MB = 1000
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("big")
     # made in a process of its own, as the bench makes it: this one stays small
