@@ -111,11 +111,10 @@ def _gc(g: pd.DataFrame) -> dict[str, float]:
 def _busy(g: pd.DataFrame) -> dict[str, float]:
     """``busy_share``: the share of the batches whose ``compute_ms`` is the kernels' busy time (CUPTI's
     kernel records; 0 where no column says: an nsys import, an older file, ``clock.busy_time``). Over
-    those batches, two means (ms) of the time the
-    GPU had none of the step's work: ``launch_gap``, inside the span of a step's kernels
-    (``compute_start_ms`` to ``compute_end_ms``) that none of them ran (with CUPTI ``compute_ms`` is the
-    kernels' busy time, with the events a span itself); ``after_step``, from a step's last kernel to the
-    batch's end (the next ``next()``) or to the next batch's first copy or kernel if that came sooner
+    those batches, two means (ms) of the time the GPU had none of the step's work: ``launch_gap``,
+    inside the span of a step's kernels (``compute_start_ms`` to ``compute_end_ms``) that none of them
+    ran (there ``compute_ms`` is the kernels' busy time; with the events it is a span itself);
+    ``after_step``, from a step's last kernel to the batch's end (the next ``next()``) or to the next batch's first copy or kernel if that came sooner
     (``after_step_ms``), less any garbage collection in the batch (``gc_ms``, its own finding)."""
     nan = float("nan")
     busy = busy_time(g)
