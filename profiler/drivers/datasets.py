@@ -54,7 +54,8 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
 def to_tensor(pic: Image.Image) -> torch.Tensor:
     """An RGB ``pic`` as torchvision's ``ToTensor`` makes it, step for step (a copy out of the image, HWC
     to CHW made contiguous, float in [0, 1]): ``import torchvision`` imports its ops and, through them,
-    ``torch._dynamo``, 2.6 s a start of ``pinprof run`` on the CPU machine, for this alone."""
+    ``torch._dynamo``, about 2 s of every ``pinprof run``'s start on the CPU machine (reports/README.md),
+    for this alone."""
     img = torch.from_numpy(np.array(pic, np.uint8, copy=True))
     img = img.view(pic.size[1], pic.size[0], len(pic.getbands())).permute((2, 0, 1)).contiguous()
     return img.to(dtype=torch.get_default_dtype()).div(255)
