@@ -29,8 +29,9 @@ log="$OUT/gpu_check.log"
       # Each test has a limit of its own too (pytest-timeout, on the GPU machine; one test runs a
       # script under a limit of 180 s): a test that hangs prints its threads' stacks and the others
       # still run (test_gpu_cupti's view-0 hung so, once, after the modules before it, 2026-12-05).
+      # GPU_TESTS_K: a pytest -k expression, for a call with less device time left than the whole suite
       tests) timeout "${GPU_TESTS_TIMEOUT:-540}" python3 -m pytest -m gpu -v -s -p no:cacheprovider \
-               --timeout=${GPU_TEST_LIMIT:-240} --durations=40 tests ;;
+               --timeout=${GPU_TEST_LIMIT:-240} --durations=40 ${GPU_TESTS_K:+-k "$GPU_TESTS_K"} tests ;;
       # The whole GPU suite of an older checkout (BASELINE, carried: a folder holding its profiler,
       # tests and scripts) and of this one, in one call: side by side on two GPUs where the machine has
       # two (each suite on its own card and its own cores), one after the other on one. One suite ran
