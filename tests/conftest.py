@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -57,6 +61,21 @@ _LONG_FIRST = {
         )
     )
 }
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A folder of the test's own in the system's temporary folder, removed after it, where
+    ``tmp_path`` will not do:
+
+    - for a loop whose DataLoader worker is killed: a worker that hands a tensor over binds a Unix
+      socket in a ``pymp-*`` folder there, which a killed worker leaves behind. A socket's path holds
+      107 bytes at most; in a folder of ``tmp_path`` it reached 108 once pytest numbered its folder
+      101, and the worker hung (pytest's path alone, with a user name longer than root's, comes as close);
+    - for a folder another user must reach: pytest's own is root's alone."""
+    path = Path(tempfile.mkdtemp(prefix="pinprof-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def sigint_as_at_a_terminal() -> None:

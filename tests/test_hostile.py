@@ -33,7 +33,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -856,18 +855,11 @@ TARGETS += ["nsys.log"] if _nsys() else []  # pinprof nsys looks for nsys before
 @pytest.mark.skipif(not _setpriv_works(), reason="needs root, setpriv, and the checkout readable by another user")
 @pytest.mark.parametrize("kind", ["link-outside", "link-devzero", "fifo"])
 @pytest.mark.parametrize("target", TARGETS)
-def test_planted_files_as_another_user(kind: str, target: str) -> None:
+def test_planted_files_as_another_user(short_tmp: Path, kind: str, target: str) -> None:
     """A sticky, world-writable folder made by one user (as /tmp is), with a planted link or FIFO; pinprof
     run by another user, non-root: refused in one line, and the victim's own file elsewhere unchanged."""
-    tmp_path = Path(tempfile.mkdtemp(prefix="pinprof-planted-"))  # pytest's own is root's alone
+    tmp_path = short_tmp  # another user reaches it: pytest's own is root's alone
     tmp_path.chmod(0o755)
-    try:
-        _planted(tmp_path, kind, target)
-    finally:
-        shutil.rmtree(tmp_path, ignore_errors=True)
-
-
-def _planted(tmp_path: Path, kind: str, target: str) -> None:
     home = tmp_path / "victim"
     home.mkdir()
     precious = home / "precious.txt"

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,18 +31,6 @@ def start(args: list[str], tmp: Path | None = None) -> subprocess.Popen[str]:
         env={**os.environ, **({"TMPDIR": str(tmp)} if tmp is not None else {})},
         preexec_fn=sigint_as_at_a_terminal,  # the SIGINT cases pass under `&` too
     )
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A temporary folder of the test's own, removed after it, for a loop whose DataLoader worker is
-    killed: a worker that hands a tensor over binds a Unix socket in a ``pymp-*`` folder there, which
-    a killed worker leaves behind. Not under ``tmp_path``: a socket's path holds 107 bytes at most;
-    in a folder of ``tmp_path`` it reached 108 once pytest numbered its folder 101, and the worker
-    hung (pytest's path alone, with a user name longer than root's, comes as close)."""
-    path = Path(tempfile.mkdtemp(prefix="pinprof-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_for_batches(proc: subprocess.Popen[str], count: int, timeout: float = 60.0) -> int:
